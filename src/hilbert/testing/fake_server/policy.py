@@ -1,0 +1,42 @@
+"""The contract between the fake server and its policies.
+
+The server parses every request, whatever its wire protocol, into a neutral `Conversation`; a policy
+returns a `Reply`; the server renders it back on the same protocol (streamed or not), with usage.
+Policies decide from the conversation alone: they never read the file system, the clock or the
+network, so the same conversation (and seed) always gets the same reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from hilbert.models.types import Message, ToolCall, ToolSpec
+
+Protocol_ = Literal["anthropic", "openai-chat", "openai-responses"]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A request as a policy sees it. `system` is the system prompt (or instructions); `messages`
+    excludes it. `tools` are the function tools offered, by their wire names."""
+
+    protocol: Protocol_
+    model: str
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the model says: text, tool calls (several allowed), or both."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+class Policy(Protocol):
+    name: str
+
+    def reply(self, conversation: Conversation) -> Reply: ...
