@@ -1,0 +1,118 @@
+"""The loop's one plug-in interface, and the simplest policies.
+
+A policy is a small object that looks at the loop's state at three moments and answers with
+*actions* (data), never by raising or by reaching into the loop:
+
+- `before_model_call(state)`  → e.g. inject a reminder, halt on a budget;
+- `after_tool_call(state, call, outcome)` → e.g. notice repeated failing edits;
+- `on_stop(state, stop)`      → accept the stop (no action) or `Resume` with feedback (the judge).
+
+Judge, reminders, compaction, budgets and messages arrive as policies; the loop does not grow.
+Every action a policy takes is recorded in the event log by the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hilbert.agent.tools import ToolOutcome
+from hilbert.models.types import Message, ToolCall, Usage
+
+StopStatus = Literal["finished", "no_finish", "halted", "error"]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the loop wants to stop: the agent finished (with a claim and evidence), replied without a
+    tool call, a policy halted it, or the model failed for good."""
+
+    status: StopStatus
+    reason: str = ""
+    claim: str = ""
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class Inject:
+    """Append a user-role message to the conversation (a reminder, a note, feedback)."""
+
+    message: Message
+    kind: Literal["inject"] = "inject"
+
+
+@dataclass(frozen=True)
+class Halt:
+    """Stop the run now, with a reason (a budget reached, the person said stop)."""
+
+    reason: str
+    kind: Literal["halt"] = "halt"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Refuse a stop: the agent continues, with this message as feedback."""
+
+    message: Message
+    kind: Literal["resume"] = "resume"
+
+
+Action = Inject | Halt | Resume
+
+
+@dataclass
+class LoopState:
+    """What policies may read about the run. The loop owns it; policies must not mutate it."""
+
+    run: str
+    agent: str
+    task: str
+    messages: list[Message]
+    turns: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+
+
+class Policy:
+    """Base with no-op hooks; a policy overrides only the moments it cares about."""
+
+    name = "policy"
+
+    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+        return ()
+
+    def after_tool_call(self, state: LoopState, call: ToolCall, outcome: ToolOutcome) -> Sequence[Action]:
+        return ()
+
+    def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
+        return ()
+
+
+class TurnLimit(Policy):
+    """Halt once the agent has used `max_turns` model calls."""
+
+    name = "turn_limit"
+
+    def __init__(self, max_turns: int) -> None:
+        self.max_turns = max_turns
+
+    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+        if state.turns >= self.max_turns:
+            return [Halt(f"turn limit reached ({self.max_turns} model calls)")]
+        return ()
+
+
+class CostLimit(Policy):
+    """Halt once the agent's estimated model cost reaches `max_usd`."""
+
+    name = "cost_limit"
+
+    def __init__(self, max_usd: float) -> None:
+        self.max_usd = max_usd
+
+    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+        if state.cost_usd >= self.max_usd:
+            return [Halt(f"cost limit reached (${state.cost_usd:.4f} of ${self.max_usd:.2f})")]
+        return ()

@@ -1,0 +1,179 @@
+"""The `hilbert` command line: the only place that prints errors for a person.
+
+Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`,
+`log`. Each builds `Settings` once and passes it down; `asyncio.run` happens here and nowhere else.
+A `HilbertError` becomes one line `hilbert: error: ...` with its hint and exit status 2; never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hilbert.errors import HilbertError, UserError
+from hilbert.settings import Settings
+
+
+class _Cli(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # one place turns errors into a line
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.Abort:
+            click.echo("hilbert: interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException as bad:
+            bad.show()
+            sys.exit(bad.exit_code)
+        except HilbertError as error:
+            click.echo(f"hilbert: error: {error}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("hilbert: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hilbert")
+def cli() -> None:
+    """hilbert: run coding agents on one goal, and keep them honest."""
+
+
+@cli.command()
+@click.argument("task")
+@click.option(
+    "--model", "-m", help="Model name, e.g. anthropic:claude-sonnet-4-5 or openai:NAME@http://host:port/v1."
+)
+@click.option(
+    "--workspace",
+    "-w",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The directory the agent works in (created if missing).",
+)
+@click.option("--name", default="Poincaré", show_default=True, help="The agent's name.")
+@click.option("--max-turns", type=int, help="Stop after this many model calls (default 60).")
+@click.option(
+    "--max-cost", "max_cost_usd", type=float, help="Stop once the estimated cost reaches this (USD)."
+)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Event log file (default ~/.hilbert/hilbert.db).",
+)
+def agent(task: str, workspace: Path, name: str, **options: Any) -> None:
+    """Run one agent on TASK in a workspace, printing what it does."""
+    from hilbert.ui.run_agent import run_one_agent
+
+    settings = Settings.load(options)
+    result = asyncio.run(
+        run_one_agent(settings, task=task, workspace=workspace, name=name, run=f"run-{uuid.uuid4().hex[:8]}")
+    )
+    sys.exit(0 if result.status == "finished" else 1)
+
+
+@cli.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="demo-run",
+    show_default=True,
+    help="Where the demo writes its sample project and event log.",
+)
+@click.option("--seed", type=int, help="Sample-project seed (default: random, printed).")
+@click.option(
+    "--protocol",
+    type=click.Choice(["openai", "openai-responses", "anthropic"]),
+    default="anthropic",
+    show_default=True,
+    help="Which wire protocol the agent uses to reach the fake model.",
+)
+def demo(directory: Path, seed: int | None, protocol: str) -> None:
+    """Offline demo: one agent fixes a failing test in a generated project, against the fake model server."""
+    from hilbert.ui.demo import run_demo
+
+    ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol))
+    sys.exit(0 if ok else 1)
+
+
+@cli.command("fake-server")
+@click.option(
+    "--port", type=int, default=8765, show_default=True, help="TCP port on 127.0.0.1 (0: any free port)."
+)
+@click.option(
+    "--policy",
+    default="engineer",
+    show_default=True,
+    help="Reply policy: engineer, scripted:file=PATH, ... (NAME or NAME:key=value,...).",
+)
+@click.option("--latency", help="Latency spec, e.g. realistic or ttft=0.5,tps=80.")
+@click.option(
+    "--faults", help="Fault rates, e.g. 429=0.1,500=0.05,529=0.05,hang=0.01,truncate=0.05,badjson=0.05."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for faults, latency and policies.")
+@click.option(
+    "--record",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append every request as JSON lines here.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+def fake_server(**options: Any) -> None:
+    """Run the fake model server (OpenAI Chat, OpenAI Responses, Anthropic Messages)."""
+    from hilbert.testing.fake_server import serve
+
+    serve(**options)
+
+
+@cli.command("sample-project")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--seed", type=int, default=0, show_default=True, help="Which project and bug(s).")
+@click.option("--bugs", type=int, default=1, show_default=True, help="How many bugs to inject.")
+def sample_project(dest: Path, seed: int, bugs: int) -> None:
+    """Generate a small Python project whose tests fail because of injected bugs."""
+    from hilbert.testing.sample import generate_sample_project
+
+    if dest.exists() and any(dest.iterdir()):
+        raise UserError(f"{dest} is not empty", hint="name a new or empty directory")
+    project = generate_sample_project(dest, seed, bugs=bugs)
+    click.echo(f"wrote {project.path} (seed {seed}, {bugs} bug(s)); run `{project.test_command}` there")
+
+
+@cli.command()
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Event log file (default ~/.hilbert/hilbert.db).",
+)
+@click.option("--run", "run_id", help="Only this run (default: the latest).")
+@click.option("--agent", "agent_name", help="Only this agent.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they arrive.")
+def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: bool) -> None:
+    """Print the event log readably."""
+    from hilbert.store import EventStore
+    from hilbert.ui.log_view import print_log
+
+    settings = Settings.load({"db": db})
+    if not settings.db_path.exists():
+        raise UserError(f"no event log at {settings.db_path}", hint="run an agent first, or pass --db")
+    with EventStore.open(settings.db_path) as store:
+        runs = store.runs()
+        if run_id is not None and run_id not in runs:
+            raise UserError(
+                f"no run {run_id!r} in {settings.db_path}", hint=f"known runs: {', '.join(runs[-5:])}"
+            )
+        print_log(store, run=run_id or (runs[-1] if runs else None), agent=agent_name, follow=follow)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

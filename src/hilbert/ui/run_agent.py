@@ -1,0 +1,92 @@
+"""Running one agent from the command line, with its progress printed live from the event log.
+
+The printer is a reader of the log like any other view: it follows the store while the agent runs
+and prints each event as it is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from hilbert.agent.loop import AgentResult, run_agent
+from hilbert.agent.policies import CostLimit, TurnLimit
+from hilbert.agent.tools import ToolBox
+from hilbert.errors import UserError
+from hilbert.models import PriceTable, make_model
+from hilbert.models.types import Model
+from hilbert.settings import Settings
+from hilbert.store import EventStore
+from hilbert.ui.log_view import format_event
+
+
+async def run_one_agent(
+    settings: Settings,
+    *,
+    task: str,
+    workspace: Path,
+    name: str,
+    run: str,
+    model: Model | None = None,
+    echo: Callable[[str], None] = click.echo,
+) -> AgentResult:
+    """Run one agent in `workspace`, printing each event as it lands in the log, then a summary.
+    The model is built from the settings unless one is given."""
+    if model is None:
+        if not settings.model:
+            raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
+        prices = PriceTable.default().with_overrides(settings.prices)
+        model = make_model(
+            settings.model,
+            prices=prices,
+            timeout_s=settings.model_timeout_s,
+            max_attempts=settings.model_max_attempts,
+        )
+    workspace.mkdir(parents=True, exist_ok=True)
+    toolbox = ToolBox(workspace, shell_timeout_s=settings.shell_timeout_s)
+    policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd)]
+    started = time.monotonic()
+    with EventStore.open(settings.db_path) as store:
+        echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
+        printer = EventPrinter(store, run, echo)
+        following = asyncio.create_task(printer.follow())
+        try:
+            result = await run_agent(
+                run=run, agent=name, task=task, model=model, toolbox=toolbox, store=store, policies=policies
+            )
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+            printer.flush()
+    usage = result.usage
+    echo(
+        f"\n{name}: {result.status}"
+        + (f" — {result.reason}" if result.reason else "")
+        + f"\n  turns {result.turns}, tokens in {usage.input_tokens:,} ({usage.cache_read_tokens:,} cached),"
+        f" out {usage.output_tokens:,}, est. cost ${result.cost_usd:.4f}, {time.monotonic() - started:.1f}s"
+    )
+    if result.claim:
+        echo(f"  claim: {result.claim}")
+    return result
+
+
+class EventPrinter:
+    """Prints a run's events in commit order, each once, as they appear in the log."""
+
+    def __init__(self, store: EventStore, run: str, echo: Callable[[str], None]) -> None:
+        self.store, self.run, self.echo = store, run, echo
+        self.after_id = 0
+
+    def flush(self) -> None:
+        for event in self.store.events(run=self.run, after_id=self.after_id):
+            self.echo(format_event(event, self.store))
+            self.after_id = event.id
+
+    async def follow(self, interval_s: float = 0.05) -> None:
+        while True:
+            self.flush()
+            await asyncio.sleep(interval_s)

@@ -1,0 +1,144 @@
+"""The loop: model call, tool calls, events, policies — over the real wire to a scripted fake server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from hilbert.agent.loop import AgentResult, run_agent
+from hilbert.agent.policies import Action, Inject, LoopState, Policy, Resume, Stop, TurnLimit
+from hilbert.agent.tools import ToolBox
+from hilbert.models import make_model
+from hilbert.models.types import Message
+from hilbert.store import EventStore, rebuild_conversation
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.fake_server.policies import ScriptedPolicy
+
+TURNS = [
+    {
+        "text": "Looking around.",
+        "tool_calls": [
+            {"name": "list_files", "arguments": {}},
+            {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}},
+        ],
+    },
+    {"tool_calls": [{"name": "shell", "arguments": {"command": "cat notes.txt"}}]},
+    {
+        "tool_calls": [
+            {"name": "finish", "arguments": {"claim": "wrote notes", "evidence": "cat shows hello"}}
+        ]
+    },
+]
+
+
+def run(
+    tmp_path: Path, turns: list, policies: Sequence[Policy]
+) -> tuple[AgentResult, EventStore, FakeServer]:
+    store = EventStore.open(tmp_path / "log.db")
+    with FakeServer(ScriptedPolicy.from_turns(turns)) as server:
+        model = make_model(f"anthropic:fake@{server.base_url}", env={})
+        result = asyncio.run(
+            run_agent(
+                run="r",
+                agent="Euler",
+                task="write notes",
+                model=model,
+                toolbox=ToolBox(tmp_path / "ws"),
+                store=store,
+                policies=policies,
+            )
+        )
+    return result, store, server
+
+
+def test_tool_calls_run_and_every_step_is_logged(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    result, store, server = run(tmp_path, TURNS, [TurnLimit(10)])
+    assert (result.status, result.claim, result.turns) == ("finished", "wrote notes", 3)
+    assert (tmp_path / "ws" / "notes.txt").read_text() == "hello\n"
+    events = store.events(run="r")
+    assert [e.kind for e in events] == [
+        "agent_started",
+        "model_call",
+        "tool_result",
+        "tool_result",
+        "model_call",
+        "tool_result",
+        "model_call",
+        "tool_result",
+        "agent_stopped",
+    ]
+    shell = next(e for e in events if e.kind == "tool_result" and e.data["name"] == "shell")
+    assert store.get_messages([shell.data["message"]])[0].content == "[exit 0]\nhello\n"
+    # what the server received on the last call is what the log says was sent
+    assert len(server.requests) == 3
+    sent = store.get_messages(events[6].data["request"])
+    assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "tool", "assistant", "tool"]
+    assert rebuild_conversation(store, "r", "Euler")[-1].content.startswith("finish recorded")
+    assert result.usage.input_tokens > 0 and result.usage.cache_read_tokens > 0
+
+
+def test_turn_limit_halts_and_is_logged(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    result, store, _ = run(tmp_path, TURNS, [TurnLimit(2)])
+    assert result.status == "halted" and "turn limit" in result.reason and result.turns == 2
+    action = store.events(run="r", kinds=["policy_action"])[0]
+    assert action.data["policy"] == "turn_limit"
+    assert not (tmp_path / "ws" / "missing").exists()
+
+
+class SendBackOnce(Policy):
+    """Refuses the first finish with feedback (what the judge will do), accepts the second."""
+
+    name = "send_back"
+
+    def __init__(self) -> None:
+        self.sent_back = False
+
+    def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
+        if stop.status == "finished" and not self.sent_back:
+            self.sent_back = True
+            return [Resume(Message("user", "Not done: also run the tests."))]
+        return ()
+
+
+class Remind(Policy):
+    name = "remind"
+
+    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+        return [Inject(Message("user", "Reminder: run the check."))] if state.turns == 1 else ()
+
+
+def test_policies_can_resume_a_stop_and_inject_messages(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    finish = {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "-"}}]}
+    result, store, server = run(
+        tmp_path, [TURNS[0], finish, finish], [SendBackOnce(), Remind(), TurnLimit(10)]
+    )
+    assert result.status == "finished" and result.turns == 3
+    injected = store.events(run="r", kinds=["message_injected"])
+    assert [(e.data["by"], e.data["action"]) for e in injected] == [
+        ("remind", "inject"),
+        ("send_back", "resume"),
+    ]
+    last_request = server.requests[-1]["body"]["messages"]
+    assert "Not done: also run the tests." in str(last_request[-1])
+    assert "Reminder: run the check." in str(last_request)
+
+
+def test_a_reply_without_tool_calls_stops_without_finish(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    result, _, _ = run(tmp_path, ["I am done, trust me."], [TurnLimit(10)])
+    assert result.status == "no_finish" and result.turns == 1
+
+
+def test_a_model_that_keeps_failing_stops_the_agent_with_an_error(tmp_path: Path) -> None:
+    store = EventStore.open(tmp_path / "log.db")
+    with FakeServer(ScriptedPolicy.from_turns(TURNS), faults="500=1.0") as server:
+        model = make_model(f"openai:fake@{server.openai_base_url}", env={}, max_attempts=2)
+        result = asyncio.run(
+            run_agent(run="r", agent="Euler", task="t", model=model, toolbox=ToolBox(tmp_path), store=store)
+        )
+    assert result.status == "error" and "500" in result.reason
+    assert [e.kind for e in store.events(run="r")] == ["agent_started", "model_error", "agent_stopped"]

@@ -1,0 +1,110 @@
+"""The agent's tools do what they say, and nothing outside the workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from hilbert.agent.tools import ToolBox
+from hilbert.models.types import ToolCall
+
+
+def run(box: ToolBox, name: str, **arguments: object):
+    return asyncio.run(box.run(ToolCall(id="c1", name=name, arguments=dict(arguments))))
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> ToolBox:
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "mod.py").write_text("def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x + 1\n")
+    (tmp_path / "secret.txt").write_text("outside")
+    return ToolBox(ws, shell_timeout_s=5, max_output_chars=200)
+
+
+def test_read_file_with_line_range(box: ToolBox) -> None:
+    out = run(box, "read_file", path="pkg/mod.py", start_line=2, end_line=2)
+    assert not out.is_error
+    assert out.content == "     2\t    return x + 1"
+
+
+def test_edit_refuses_non_unique_and_missing_matches(box: ToolBox) -> None:
+    dup = run(box, "edit_file", path="pkg/mod.py", old="return x + 1", new="return x")
+    assert dup.is_error and "found 2 times" in dup.content
+    missing = run(box, "edit_file", path="pkg/mod.py", old="nope", new="x")
+    assert missing.is_error and "not found" in missing.content
+    ok = run(
+        box, "edit_file", path="pkg/mod.py", old="def g(x):\n    return x + 1", new="def g(x):\n    return x"
+    )
+    assert not ok.is_error
+    assert (box.root / "pkg/mod.py").read_text().endswith("def g(x):\n    return x\n")
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "pkg/../../secret.txt", "/etc/passwd"])
+def test_paths_outside_the_workspace_are_refused(box: ToolBox, path: str) -> None:
+    for name, extra in [
+        ("read_file", {}),
+        ("write_file", {"content": "x"}),
+        ("edit_file", {"old": "a", "new": "b"}),
+    ]:
+        out = run(box, name, path=path, **extra)
+        assert out.is_error and "outside the workspace" in out.content
+    assert (box.root.parent / "secret.txt").read_text() == "outside"
+
+
+def test_symlink_leading_outside_is_refused(box: ToolBox) -> None:
+    os.symlink(box.root.parent / "secret.txt", box.root / "link.txt")
+    out = run(box, "read_file", path="link.txt")
+    assert out.is_error and "symlink" in out.content
+    out = run(box, "write_file", path="link.txt", content="pwned")
+    assert out.is_error
+    assert (box.root.parent / "secret.txt").read_text() == "outside"
+
+
+def test_absolute_path_inside_the_workspace_is_allowed(box: ToolBox) -> None:
+    out = run(box, "read_file", path=str(box.root / "pkg" / "mod.py"))
+    assert not out.is_error and "def f" in out.content
+
+
+def test_write_then_list_and_grep(box: ToolBox) -> None:
+    assert not run(box, "write_file", path="new/dir/a.py", content="needle = 1\n").is_error
+    listed = run(box, "list_files", pattern="**/*.py")
+    assert listed.content.splitlines() == ["new/dir/a.py", "pkg/mod.py"]
+    assert run(box, "grep", pattern=r"needle\s*=").content == "new/dir/a.py:1:needle = 1"
+    assert run(box, "list_files", pattern="../*").is_error
+
+
+def test_shell_reports_exit_code_and_runs_in_the_workspace(box: ToolBox) -> None:
+    out = run(box, "shell", command="pwd; exit 3")
+    assert out.content.splitlines() == ["[exit 3]", str(box.root)]
+
+
+def test_shell_does_not_see_api_keys(box: ToolBox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    fresh = ToolBox(box.root)
+    out = run(fresh, "shell", command="echo key=${OPENAI_API_KEY:-none}")
+    assert "key=none" in out.content
+
+
+def test_shell_timeout_kills_the_command(box: ToolBox) -> None:
+    out = run(box, "shell", command="sleep 30", timeout_s=1)
+    assert out.is_error and out.content.startswith("[timed out after 1s]")
+
+
+def test_long_output_is_capped_and_saved_whole(box: ToolBox) -> None:
+    out = run(box, "shell", command="seq 1 2000")
+    assert len(out.content) < 400
+    saved = out.content.split("saved to ")[1].split("]")[0]
+    assert (box.root / saved).read_text().split() == [str(n) for n in range(1, 2001)]
+    assert run(box, "read_file", path=saved, start_line=2000).content.endswith("2000")
+
+
+def test_bad_calls_come_back_as_tool_errors(box: ToolBox) -> None:
+    assert run(box, "nope").is_error
+    assert run(box, "read_file", wrong="x").is_error
+    bad_json = asyncio.run(box.run(ToolCall(id="c", name="shell", raw_arguments="{not json")))
+    assert bad_json.is_error and "not a JSON object" in bad_json.content
+    assert run(box, "read_file", path="missing.py").is_error
