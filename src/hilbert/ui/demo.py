@@ -18,13 +18,15 @@ import click
 
 from hilbert.agent.tools import command_env
 from hilbert.errors import UserError
-from hilbert.models import make_model
+from hilbert.models import PriceTable, make_model
 from hilbert.settings import Settings
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.run_agent import run_one_agent
 
 MARKER = ".hilbert-demo"
+# USD per million tokens, like claude-sonnet-4-5, so the demo shows what such a run would cost.
+SONNET_LIKE_PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 TASK = (
     "The test suite of this project fails. Run `{command}`, find the bug in the code and fix it. "
     "Do not change the tests. Finish when the whole suite passes, with the test output as evidence."
@@ -37,6 +39,7 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
     project = generate_sample_project(project_dir, seed, bugs=1)
     before = _snapshot(project_dir)
     click.secho(f"hilbert demo — sample project seed {seed} in {project_dir}", bold=True)
+    click.echo(f"model: the fake server's simulated engineer over {protocol} (priced like claude-sonnet-4-5)")
     failing = _run_tests(project_dir, project.test_command)
     click.echo(
         f"before: `{project.test_command}` → exit {failing.returncode}: {_last_line(failing.stdout)}\n"
@@ -46,7 +49,8 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
         base = server.openai_base_url if protocol.startswith("openai") else server.base_url
         model_name = f"{protocol}:fake-engineer@{base}"
         settings = Settings(home=directory, db=directory / "hilbert.db", model=model_name, max_turns=40)
-        model = make_model(model_name, env={"OPENAI_API_KEY": "demo", "ANTHROPIC_API_KEY": "demo"})
+        prices = PriceTable.default().with_overrides({"fake-engineer": SONNET_LIKE_PRICE})
+        model = make_model(model_name, prices=prices, env={})
         result = await run_one_agent(
             settings,
             task=TASK.format(command=project.test_command),

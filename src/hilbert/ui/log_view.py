@@ -1,0 +1,241 @@
+"""The readable log: events turned into short lines for a person (`hilbert log [--follow]`).
+
+`format_event` renders one event as one line (time, agent, what happened) plus, where it helps, a few
+indented lines (the first lines of a reply, of a tool's output, a claim). `print_log` prints a run's
+log, and with `follow` keeps printing what any process appends. Numbers shown here come from the
+events alone; anything another view also needs (totals, status) lives in `hilbert.store.summary`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from hilbert.store import Event, EventStore
+from hilbert.store.kinds import (
+    AGENT_STARTED,
+    AGENT_STOPPED,
+    MESSAGE_INJECTED,
+    MODEL_CALL,
+    MODEL_ERROR,
+    POLICY_ACTION,
+    TOOL_RESULT,
+)
+
+AGENT_WIDTH = 12  # agent names are padded to this many characters so the columns line up
+MAX_WIDTH = 160  # characters of one shown line of text before it is cut with "…"
+OUTPUT_LINES = 3  # lines of a tool's output (or a reply's text) shown under its line
+
+# Where tool arguments have one obvious subject, show it instead of the JSON (first match wins).
+_SUBJECT_KEYS = ("command", "cmd", "path", "file", "pattern", "query", "url")
+# A line of a tool's output that gives the exit code: "[exit 1]" (hilbert's shell), "exit code: 1", …
+_EXIT_LINE = re.compile(
+    r"^\s*\[?(?:exit(?:[ _]code)?|exit status|return ?code)\s*[:=]?\s*(-?\d+)\]?\s*$", re.I
+)
+
+
+def format_event(event: Event, store: EventStore) -> str:
+    """One event as a line ("12:03:04 alice        model call 3: …"), plus indented detail lines."""
+    render = _RENDERERS.get(event.kind, _render_other)
+    try:
+        head, details = render(event, store)
+    except (KeyError, TypeError, ValueError, AttributeError):  # a writer we do not understand
+        head, details = _render_other(event, store)
+    prefix = f"{_clock(event.time)} {event.agent:<{AGENT_WIDTH}} "
+    indent = " " * (len(prefix) + 2)
+    return "\n".join([prefix + head, *(indent + _cut(line) for line in details)])
+
+
+def print_log(
+    store: EventStore,
+    *,
+    run: str | None = None,
+    agent: str | None = None,
+    follow: bool = False,
+    out: TextIO | None = None,
+    until: Callable[[Event], bool] | None = None,
+    poll_s: float = 0.2,
+) -> None:
+    """Print the log of `run` (all runs, each under a header, when None), optionally of one agent.
+    With `follow`, keep printing new events as they are committed until `until(event)` is true or
+    the person presses Ctrl-C. Runs its own event loop when following: call it from the CLI edge,
+    not from inside a running loop. `out` defaults to the current `sys.stdout`."""
+    stream = sys.stdout if out is None else out
+    shown_run: list[str] = []
+
+    def show(event: Event) -> None:
+        if run is None and shown_run[-1:] != [event.run]:
+            print(f"── run {event.run} ──", file=stream)
+            shown_run.append(event.run)
+        print(format_event(event, store), file=stream, flush=True)
+
+    last = 0
+    while batch := store.events(run=run, agent=agent, after_id=last, limit=1000):
+        for event in batch:
+            show(event)
+            last = event.id
+            if until is not None and until(event):
+                return
+    if not follow:
+        return
+
+    async def tail() -> None:
+        async for event in store.follow(run=run, agent=agent, after_id=last, until=until, poll_s=poll_s):
+            show(event)
+
+    try:
+        asyncio.run(tail())
+    except KeyboardInterrupt:
+        return
+
+
+# -- one renderer per kind: (headline, detail lines) ---------------------------------------------
+
+Rendered = tuple[str, list[str]]
+
+
+def _render_started(event: Event, store: EventStore) -> Rendered:
+    data = event.data
+    tools = list(data.get("tools", ()))
+    head = f"started: {data['model']}, {_plural(len(tools), 'tool')}"
+    if tools:
+        head += f" ({', '.join(tools)})"
+    if data.get("workspace"):
+        head += f" in {data['workspace']}"
+    return head, [f"task: {_first_line(str(data.get('task', '')))}"]
+
+
+def _render_model_call(event: Event, store: EventStore) -> Rendered:
+    data = event.data
+    number = store.count(run=event.run, agent=event.agent, kind=MODEL_CALL, upto_id=event.id)
+    reply = store.get_messages([data["response"]])[0]
+    if reply.tool_calls:
+        names = ", ".join(call.name for call in reply.tool_calls)
+        outcome = f"{_plural(len(reply.tool_calls), 'tool call')} ({names})"
+    else:
+        outcome = (
+            "reply" if data.get("stop_reason") in (None, "end_turn") else f"reply ({data['stop_reason']})"
+        )
+    parts = [_tokens(data.get("usage") or {}), f"${float(data.get('cost_usd', 0.0)):.4f}"]
+    parts.append(f"{float(data.get('latency_s', 0.0)):.1f}s")
+    if int(data.get("attempts", 1)) > 1:
+        parts.append(f"{data['attempts']} attempts")
+    return f"model call {number}: {', '.join(parts)} → {outcome}", _excerpt(reply.content, 2)
+
+
+def _render_model_error(event: Event, store: EventStore) -> Rendered:
+    return f"model error: {event.data['error']}: {_first_line(str(event.data.get('message', '')))}", []
+
+
+def _render_tool_result(event: Event, store: EventStore) -> Rendered:
+    data = event.data
+    arguments: dict[str, Any] = data.get("arguments") or {}
+    result = store.get_messages([data["message"]])[0]
+    output = result.content.splitlines()
+    exit_code = data.get("exit_code", _exit_code(output))
+    if exit_code is not None:
+        outcome = f"exit {exit_code}"
+        output = [line for line in output if not _EXIT_LINE.match(line)]
+    else:
+        outcome = "error" if data.get("is_error") else "ok"
+    head = f"{data['name']} {_subject(arguments)}".rstrip()
+    head += f" → {outcome} ({float(data.get('duration_s', 0.0)):.1f}s)"
+    return head, _excerpt("\n".join(output), OUTPUT_LINES)
+
+
+def _render_injected(event: Event, store: EventStore) -> Rendered:
+    message = store.get_messages([event.data["message"]])[0]
+    lines = _excerpt(message.content, OUTPUT_LINES + 1)
+    head = f"{event.data.get('by', '?')} added a {message.role} message"
+    return (f"{head}: {lines[0]}", lines[1:]) if lines else (head, [])
+
+
+def _render_stopped(event: Event, store: EventStore) -> Rendered:
+    data = event.data
+    head = f"stopped ({data['status']}) after {_plural(int(data.get('turns', 0)), 'turn')}"
+    if data.get("usage"):
+        head += f", {_tokens(data['usage'])}"
+    head += f", ${float(data.get('cost_usd', 0.0)):.4f}"
+    details = [
+        f"{key}: {_first_line(str(data[key]))}" for key in ("claim", "evidence", "reason") if data.get(key)
+    ]
+    return head, details
+
+
+def _render_policy_action(event: Event, store: EventStore) -> Rendered:
+    data = event.data
+    reason = f": {_first_line(str(data['reason']))}" if data.get("reason") else ""
+    return f"{data['policy']} → {data['action']} (at {data.get('moment', '?')}){reason}", []
+
+
+def _render_other(event: Event, store: EventStore) -> Rendered:
+    return f"{event.kind} {json.dumps(event.data, ensure_ascii=False, separators=(',', ':'))}", []
+
+
+_RENDERERS: dict[str, Callable[[Event, EventStore], Rendered]] = {
+    AGENT_STARTED: _render_started,
+    MODEL_CALL: _render_model_call,
+    MODEL_ERROR: _render_model_error,
+    TOOL_RESULT: _render_tool_result,
+    MESSAGE_INJECTED: _render_injected,
+    AGENT_STOPPED: _render_stopped,
+    POLICY_ACTION: _render_policy_action,
+}
+
+
+# -- small text helpers ---------------------------------------------------------------------------
+
+
+def _clock(when: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(when))
+
+
+def _tokens(usage: dict[str, Any]) -> str:
+    cached, written = int(usage.get("cache_read_tokens", 0)), int(usage.get("cache_write_tokens", 0))
+    cache = [f"{cached:,} cached"] if cached else []
+    cache += [f"{written:,} cache-written"] if written else []
+    inside = f" ({', '.join(cache)})" if cache else ""
+    return f"{int(usage.get('input_tokens', 0)):,} in{inside} / {int(usage.get('output_tokens', 0)):,} out"
+
+
+def _subject(arguments: dict[str, Any]) -> str:
+    if isinstance(arguments.get("claim"), str):
+        return f"claim: {_first_line(arguments['claim'])}"
+    for key in _SUBJECT_KEYS:
+        if isinstance(arguments.get(key), str):
+            value = _first_line(arguments[key], 100)
+            return f"`{value}`" if key in ("command", "cmd") else value
+    return _cut(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")), 100) if arguments else ""
+
+
+def _exit_code(lines: list[str]) -> int | None:
+    for line in [*lines[:2], *lines[-2:]]:
+        if match := _EXIT_LINE.match(line):
+            return int(match.group(1))
+    return None
+
+
+def _excerpt(text: str, limit: int) -> list[str]:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if len(lines) <= limit:
+        return lines
+    return [*lines[:limit], f"… ({_plural(len(lines) - limit, 'more line')})"]
+
+
+def _first_line(text: str, width: int = MAX_WIDTH) -> str:
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    return _cut(first + (" …" if len(lines) > 1 else ""), width)
+
+
+def _cut(text: str, width: int = MAX_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
