@@ -1,0 +1,128 @@
+"""The command line as a person meets it: clear one-line errors, never a traceback; the demo works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hilbert.agent.tools import command_env
+
+
+def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in command_env().items() if k != "HILBERT_CONFIG"}
+    env["HOME"] = str(cwd or Path.cwd())
+    return subprocess.run(
+        [sys.executable, "-m", "hilbert.ui.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["agent", "fix it"], "no model given"),
+        (["agent", "fix it", "--model", "gpt-5"], "has no provider"),
+        (["agent", "fix it", "--model", "martian:x"], "provider"),
+        (["agent", "fix it", "--model", "anthropic:claude-sonnet-4-5"], "ANTHROPIC_API_KEY"),
+        (["log", "--db", "nowhere.db"], "no event log"),
+        (["fake-server", "--port", "0", "--faults", "429=lots"], "fault"),
+        (["fake-server", "--port", "0", "--policy", "psychic"], "unknown policy"),
+        (["fake-server", "--port", "0", "--latency", "ttft=fast"], "latency"),
+    ],
+)
+def test_bad_input_gives_one_line_and_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
+    done = hilbert(*args, cwd=tmp_path)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hilbert: error: "), done.stderr
+    assert expected.lower() in lines[0].lower()
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_bad_config_file_is_reported_with_its_path(tmp_path: Path) -> None:
+    (tmp_path / "hilbert.toml").write_text("max_turns = [oops\n")
+    done = hilbert("agent", "x", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path)
+    assert done.returncode == 2 and "hilbert.toml" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_sample_project_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "keep.txt").write_text("mine")
+    done = hilbert("sample-project", "p", cwd=tmp_path)
+    assert done.returncode == 2 and "not empty" in done.stderr
+    assert (tmp_path / "p" / "keep.txt").read_text() == "mine"
+
+
+def test_demo_refuses_to_clobber_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("precious")
+    done = hilbert("demo", "--dir", "mine", cwd=tmp_path)
+    assert done.returncode == 2 and "not made by" in done.stderr
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "precious"
+
+
+def test_demo_fixes_the_project_and_verifies_it_independently(tmp_path: Path) -> None:
+    done = hilbert("demo", "--dir", "run", "--seed", "4242", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert "independent check `python -m pytest -q`: PASS" in done.stdout
+    assert "model call 1:" in done.stdout and "finish" in done.stdout
+    log = hilbert("log", "--db", "run/hilbert.db", cwd=tmp_path)
+    assert log.returncode == 0 and "stopped (finished)" in log.stdout
+    # a second demo in the same folder replaces the first
+    again = hilbert("demo", "--dir", "run", "--seed", "7", "--protocol", "openai", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-2000:]
+
+
+def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hilbert.ui.cli",
+            "fake-server",
+            "--port",
+            "0",
+            "--policy",
+            "engineer",
+            "--record",
+            str(tmp_path / "requests.jsonl"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=command_env(),
+    )
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline()
+        url = banner.split("listening on ")[1].split()[0]
+        hilbert("sample-project", "proj", "--seed", "99", cwd=tmp_path)
+        done = hilbert(
+            "agent",
+            "The tests fail (`python -m pytest -q`); fix the code, not the tests.",
+            "--model",
+            f"openai:fake@{url}/v1",
+            "--workspace",
+            "proj",
+            "--db",
+            "log.db",
+            "--name",
+            "Noether",
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        assert "Noether: finished" in done.stdout
+        assert (tmp_path / "requests.jsonl").read_text().count("\n") >= 3
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
+    assert os.path.exists(tmp_path / "log.db")
