@@ -1,0 +1,174 @@
+"""What the three wire adapters share: one call = retried attempts, measured, priced.
+
+`WireModel.complete` builds the provider request once (`_request`), runs `_attempt` under the
+`Retrier`, and turns the `TurnBuilder` of the attempt that succeeded into a `Completion`. A subclass
+only translates: neutral messages to its wire format, and its stream events into the builder.
+
+Measurements: `latency_s` is the whole call as the caller waited for it (retries and waits included);
+`time_to_first_token_s` is, within the attempt that succeeded, the time from sending the request to the
+first text or tool-call delta. If a stream breaks after some text was passed to `on_text`, the retry
+streams its text again from the start: `on_text` may see a partial reply repeated; `Completion.message`
+is always the reply of the attempt that succeeded.
+
+Connections: each `complete()` opens its own HTTP client and closes it before returning, so a model
+can be used from any event loop and leaves no socket open between calls (a new connection per call
+is cheap next to a model's latency; the TLS context is built once per model).
+
+Timeouts: `timeout_s` bounds each wait on the network (connecting, the first byte, the gap between two
+stream chunks), not the length of a generation; a server that goes quiet that long is retried.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from hilbert.models import DEFAULT_TIMEOUT_S
+from hilbert.models.failures import classify
+from hilbert.models.names import Endpoint, ModelSpec
+from hilbert.models.pricing import PriceTable
+from hilbert.models.retry import Retrier
+from hilbert.models.types import Completion, Message, StopReason, TextCallback, ToolCall, ToolSpec, Usage
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """Per-model knobs that are not policy: network timeout, output cap, retries, prices."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_tokens: int | None = None
+    retrier: Retrier = field(default_factory=Retrier)
+    prices: PriceTable = field(default_factory=PriceTable.default)
+
+
+class TurnBuilder:
+    """Collects one streamed reply: text deltas (passed on to `on_text`), tool calls assembled from
+    argument fragments (keyed by the wire's index), usage, the stop reason and the served model name."""
+
+    def __init__(self, on_text: TextCallback | None) -> None:
+        self.on_text = on_text
+        self.started = time.monotonic()
+        self.first_token_at: float | None = None
+        self.text_parts: list[str] = []
+        self.calls: dict[Any, dict[str, Any]] = {}
+        self.usage = Usage()
+        self.stop_reason: StopReason | None = None
+        self.model: str | None = None
+
+    def text(self, delta: str | None) -> None:
+        if not delta:
+            return
+        self._token()
+        self.text_parts.append(delta)
+        if self.on_text is not None:
+            self.on_text(delta)
+
+    def tool_start(self, key: Any, *, call_id: str | None = None, name: str | None = None) -> None:
+        call = self.calls.setdefault(key, {"id": None, "name": None, "args": []})
+        call["id"] = call_id or call["id"]
+        call["name"] = name or call["name"]
+        self._token()
+
+    def tool_args(self, key: Any, delta: str | None) -> None:
+        self.tool_start(key)
+        if delta:
+            self.calls[key]["args"].append(delta)
+
+    def tool_args_final(self, key: Any, arguments: str | None) -> None:
+        """The complete argument text, when the wire repeats it at the end of a call."""
+        if arguments is not None:
+            self.tool_start(key)
+            self.calls[key]["args"] = [arguments]
+
+    def _token(self) -> None:
+        if self.first_token_at is None:
+            self.first_token_at = time.monotonic()
+
+    def message(self) -> Message:
+        calls = []
+        for position, call in enumerate(self.calls.values()):
+            arguments, raw = parse_arguments("".join(call["args"]))
+            call_id = call["id"] or f"call_{position}"
+            calls.append(
+                ToolCall(id=call_id, name=call["name"] or "", arguments=arguments, raw_arguments=raw)
+            )
+        return Message(role="assistant", content="".join(self.text_parts), tool_calls=tuple(calls))
+
+
+def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """Tool arguments as a dict; when `text` is not a JSON object, `({}, text)` keeps it for the loop."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}, text
+    return (value, None) if isinstance(value, dict) else ({}, text)
+
+
+class WireModel:
+    """Base of the adapters: retries, measurement and cost around one provider's `_attempt`."""
+
+    def __init__(self, spec: ModelSpec, endpoint: Endpoint, settings: CallSettings | None = None) -> None:
+        self.spec = spec
+        self.name = spec.label
+        self.endpoint = endpoint
+        self.settings = settings or CallSettings()
+        self._ssl: ssl.SSLContext | None = None
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        on_text: TextCallback | None = None,
+    ) -> Completion:
+        request = self._request(list(messages), list(tools))
+        started = time.monotonic()
+        async with httpx2.AsyncClient(verify=self._ssl_context(), follow_redirects=True) as http:
+            sdk = self._sdk(http)
+            turn, attempts = await self.settings.retrier.run(
+                lambda: self._attempt(sdk, request, on_text),
+                functools.partial(classify, model=self.name, key_var=self.endpoint.key_var),
+                model=self.name,
+            )
+        message = turn.message()
+        stop = turn.stop_reason or "other"
+        if message.tool_calls and stop == "end_turn":
+            stop = "tool_use"
+        first = turn.first_token_at
+        return Completion(
+            message=message,
+            usage=turn.usage,
+            stop_reason=stop,
+            model=turn.model or self.spec.name,
+            cost_usd=self.settings.prices.cost(self.spec, turn.usage),
+            latency_s=time.monotonic() - started,
+            time_to_first_token_s=None if first is None else first - turn.started,
+            attempts=attempts,
+        )
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        # Building one costs ~20 ms, so it is made once per model; connections are not kept.
+        if self._ssl is None:
+            self._ssl = httpx2.create_ssl_context()
+        return self._ssl
+
+    def _sdk(self, http: httpx2.AsyncClient) -> Any:
+        """The provider's SDK client over `http`, with our endpoint and timeout and no SDK retries."""
+        raise NotImplementedError
+
+    def _request(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        """The provider's request keyword arguments (without `stream`)."""
+        raise NotImplementedError
+
+    async def _attempt(self, sdk: Any, request: dict[str, Any], on_text: TextCallback | None) -> TurnBuilder:
+        """Send `request` once, streaming; raise `StreamDropped` if the stream ends unfinished."""
+        raise NotImplementedError
