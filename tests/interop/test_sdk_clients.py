@@ -1,5 +1,6 @@
-"""One hilbert agent, over each wire protocol through the official SDKs, fixes a generated project
-against the fake server's engineer; the event log holds the whole story."""
+"""The official openai and anthropic SDKs, driven by hilbert's own agent loop over each wire
+protocol, fix a one-bug generated project through the fake server's engineer; the event log holds
+the whole story."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 
+pytestmark = pytest.mark.interop
 KEYS = {"OPENAI_API_KEY": "test", "ANTHROPIC_API_KEY": "test"}
+PATHS = {"openai": "/v1/chat/completions", "openai-responses": "/v1/responses", "anthropic": "/v1/messages"}
+AGENTS = {"openai": "AsyncOpenAI/Python", "openai-responses": "AsyncOpenAI/Python", "anthropic": "AsyncAnthropic/Python"}
 
 
 def suite_passes(path: Path) -> bool:
@@ -59,6 +63,9 @@ def test_agent_fixes_the_project_over_each_protocol(tmp_path: Path, protocol: st
         kinds = [e.kind for e in store.events(run="r1")]
         assert kinds[0] == "agent_started" and kinds[-1] == "agent_stopped"
         assert kinds.count("model_call") == result.turns == len(server.requests)
+        for request in server.requests:  # the real SDK spoke the protocol, streaming
+            assert request["path"].split("?")[0] == PATHS[protocol] and request["body"]["stream"] is True
+            assert request["headers"]["user-agent"].startswith(AGENTS[protocol])
         assert result.usage.cache_read_tokens > 0
         conversation = rebuild_conversation(store, "r1", "Noether")
         assert conversation[-1].name == "finish"

@@ -41,8 +41,10 @@ class ToolOutcome:
 def command_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment commands run with: the given (or current) one without API keys and other
     secrets, and with this interpreter's bin directory first on PATH, so `python` and `pytest` are
-    the ones hilbert runs on."""
+    the ones hilbert runs on. No bytecode is written: two same-sized edits within one second would
+    otherwise share a stale `.pyc` and a test run could see the old code."""
     clean = {k: v for k, v in (os.environ if env is None else env).items() if not SECRET_ENV.search(k)}
+    clean["PYTHONDONTWRITEBYTECODE"] = "1"
     clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), clean.get("PATH", os.defpath)])
     return clean
 

@@ -1,0 +1,12 @@
+"""Sample projects for demos and tests: a small Python package with pytest tests and injected bugs.
+
+from hilbert.testing.sample import generate_sample_project
+project = generate_sample_project(tmp_path / "proj", seed=7, bugs=1)
+project.task          # what to tell an agent
+project.bugs          # where the bugs are: for tests and summaries only, never for an agent
+"""
+
+from hilbert.testing.sample.generator import Bug, SampleProject, generate_sample_project
+from hilbert.testing.sample.mutations import OPERATORS, Rewrite, rewrites
+
+__all__ = ["OPERATORS", "Bug", "Rewrite", "SampleProject", "generate_sample_project", "rewrites"]

@@ -1,0 +1,63 @@
+"""Shared helpers for the engineer and sample-project tests: drive the engineer in process on a
+generated project and check the outcome with a real `python -m pytest` run. (A plainly named module,
+not a conftest.py, so that `import` cannot pick up another directory's conftest.)"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hilbert.testing.engineer import EngineerPolicy
+from hilbert.testing.engineer.harness import Episode, drive
+from hilbert.testing.sample import SampleProject, generate_sample_project
+
+# Third-party pytest plugins (xdist, timeout) cost ~0.3 s per sample-suite run and play no part here.
+FAST = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def unseen_seeds(count: int) -> list[int]:
+    """Fresh random seeds on every run: the engineer must solve projects nobody picked for it.
+    Draw them inside a test, not in `parametrize` (xdist workers must collect the same tests);
+    failure messages name the seed so that a failure can be replayed."""
+    return [random.SystemRandom().randrange(1, 2**31) for _ in range(count)]
+
+
+def suite_passes(project: SampleProject) -> tuple[bool, str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **FAST},
+        timeout=60,
+    )
+    return result.returncode == 0, result.stdout + result.stderr
+
+
+def read_tests(project: SampleProject) -> dict[str, str]:
+    return {name: (project.path / name).read_text() for name in project.test_files}
+
+
+def make_project(tmp_path: Path, seed: int, bugs: int = 1) -> SampleProject:
+    return generate_sample_project(tmp_path / f"project-{seed}-{bugs}", seed, bugs=bugs)
+
+
+def solve(
+    project: SampleProject,
+    options: dict[str, str] | None = None,
+    *,
+    agent: str = "Ada",
+    tools: str = "hilbert",
+    system: str = "",
+    **drive_options: Any,
+) -> Episode:
+    policy = EngineerPolicy.from_options(options or {}, seed=project.seed)
+    prompt = f"You are a careful software engineer.\nAgent: {agent}\n{system}"
+    return asyncio.run(
+        drive(policy, project.path, project.task, tools=tools, system=prompt, env=FAST, **drive_options)  # type: ignore[arg-type]
+    )
