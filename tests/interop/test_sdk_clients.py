@@ -22,7 +22,11 @@ from hilbert.testing.sample import generate_sample_project
 pytestmark = pytest.mark.interop
 KEYS = {"OPENAI_API_KEY": "test", "ANTHROPIC_API_KEY": "test"}
 PATHS = {"openai": "/v1/chat/completions", "openai-responses": "/v1/responses", "anthropic": "/v1/messages"}
-AGENTS = {"openai": "AsyncOpenAI/Python", "openai-responses": "AsyncOpenAI/Python", "anthropic": "AsyncAnthropic/Python"}
+AGENTS = {
+    "openai": "AsyncOpenAI/Python",
+    "openai-responses": "AsyncOpenAI/Python",
+    "anthropic": "AsyncAnthropic/Python",
+}
 
 
 def suite_passes(path: Path) -> bool:

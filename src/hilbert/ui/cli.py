@@ -21,9 +21,17 @@ from hilbert.settings import Settings
 
 
 class _Cli(click.Group):
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # one place turns errors into a line
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Like click's main, but this is the one place that turns errors into a line."""
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
             click.echo("hilbert: interrupted", err=True)
             sys.exit(130)
