@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck install install-dev tools bench-smoke clean
+.PHONY: demo test lint typecheck install install-dev tools clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

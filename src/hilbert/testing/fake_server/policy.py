@@ -37,6 +37,7 @@ class Reply:
 
 
 class Policy(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def reply(self, conversation: Conversation) -> Reply: ...

@@ -1,0 +1,42 @@
+"""`python -m hilbert.testing.fake_server`: the fake server in the foreground, for benchmarks and
+demos before `hilbert fake-server` (the CLI) is wired to `serve`. Same flags as the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hilbert.errors import UserError
+from hilbert.testing.fake_server.server import serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hilbert.testing.fake_server", description=__doc__)
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: a free one)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--policy", default="echo", help="NAME or NAME:key=value,... (scripted, echo, engineer)"
+    )
+    parser.add_argument("--latency", default=None, help="none, realistic, or e.g. ttft=0.5,tps=80")
+    parser.add_argument("--faults", default=None, help="e.g. 429=0.1,529=0.05,truncate=0.05")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record", default=None, help="append every request to this JSONL file")
+    args = parser.parse_args(argv)
+    try:
+        serve(
+            port=args.port,
+            policy=args.policy,
+            latency=args.latency,
+            faults=args.faults,
+            seed=args.seed,
+            record=args.record,
+            host=args.host,
+        )
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

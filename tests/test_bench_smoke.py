@@ -1,0 +1,106 @@
+"""Every benchmark in bench/ runs, at a tiny size, as a real subprocess, so the benchmarks cannot rot.
+
+Each script prints its figures as `key=value` pairs on its last line(s); a smoke run checks that it
+exits 0 and that the figures are complete and sane (every agent or stream completed, nothing failed).
+Speed itself is not asserted here: that is what the benchmarks are for.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+
+Figures = dict[str, str]
+
+
+def figures(line: str) -> Figures:
+    return dict(item.split("=", 1) for item in line.split())
+
+
+def number(value: str) -> float:
+    result = float(value)
+    assert math.isfinite(result), value
+    return result
+
+
+def run_bench(script: str, *args: str) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    # in its own session, so that a timeout also ends the fake server the script started
+    bench = subprocess.Popen(
+        [sys.executable, str(BENCH / script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        out, err = bench.communicate(timeout=120)
+    finally:
+        if bench.returncode is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+            bench.communicate()
+    assert bench.returncode == 0, f"{script} exited {bench.returncode}\n{out}\n{err}"
+    lines = out.strip().splitlines()
+    assert lines, f"{script} printed nothing\n{err}"
+    return lines
+
+
+LOOP_KEYS = {
+    "agents", "latency", "protocol", "steps", "completed", "cpu_ms_per_step", "rss_mb_per_agent",
+    "ttft_p50_ms", "ttft_p99_ms", "server_cpu_ms_per_step", "retries", "wall_s", "failed",
+}  # fmt: skip
+
+
+def smoke_loop_overhead(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    lines = run_bench("loop_overhead.py", "--agents", "2", "--steps", "4", "--keep", str(keep))
+    runs = [figures(line) for line in lines[-2:]]
+    assert [run["latency"] for run in runs] == ["none", "realistic"]  # the last line: realistic
+    for run in runs:
+        assert set(run) == LOOP_KEYS, run
+        assert (run["agents"], run["completed"], run["failed"]) == ("2", "2", "0"), run
+        assert run["steps"] == "8" and run["protocol"] == "openai", run
+        assert number(run["cpu_ms_per_step"]) > 0 and number(run["rss_mb_per_agent"]) >= 0, run
+        assert 0 < number(run["ttft_p50_ms"]) <= number(run["ttft_p99_ms"]), run
+        assert number(run["wall_s"]) > 0, run
+        # the agents really ran their tools, each in its own workspace: step 3 wrote then edited a note
+        for agent in ("a0000", "a0001"):
+            note = keep / run["latency"] / f"bench-{run['latency']}" / agent / "notes" / "step-2.md"
+            assert note.read_text().startswith("step 2 (checked):"), note
+    assert number(runs[1]["ttft_p50_ms"]) >= 100  # the realistic profile's first tokens take ~0.6 s
+
+
+def smoke_fake_server_streams(tmp_path: Path) -> None:
+    lines = run_bench("fake_server_streams.py", "--streams", "8", "--latency", "ttft=0.2,tps=1000")
+    run = figures(lines[-1])
+    assert (run["streams"], run["completed"]) == ("8", "8"), run
+    assert 0 < int(run["max_open"]) <= 8, run
+    assert 190 <= number(run["ttft_p50_ms"]) <= number(run["ttft_p99_ms"]), run
+    assert number(run["total_p50_ms"]) <= number(run["total_p99_ms"]), run
+
+
+SMOKE: dict[str, Callable[[Path], None]] = {
+    "loop_overhead.py": smoke_loop_overhead,
+    "fake_server_streams.py": smoke_fake_server_streams,
+}
+
+
+def test_every_bench_script_has_a_smoke_run() -> None:
+    assert sorted(p.name for p in BENCH.glob("*.py")) == sorted(SMOKE)
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_bench_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
+    SMOKE[script](tmp_path)
