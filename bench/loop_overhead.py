@@ -46,8 +46,6 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from hilbert.agent.loop import AgentResult, run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
@@ -55,6 +53,8 @@ from hilbert.models import make_model
 from hilbert.models.types import Model
 from hilbert.store import EventStore
 from hilbert.testing.sample import SampleProject, generate_sample_project
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LATENCIES = ("none", "realistic")
 PROTOCOLS = ("openai", "openai-responses", "anthropic")
