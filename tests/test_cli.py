@@ -13,7 +13,7 @@ from hilbert.agent.tools import command_env
 
 
 def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in command_env().items() if k != "HILBERT_CONFIG"}
+    env = {k: v for k, v in command_env(hilbert_python_first=True).items() if k != "HILBERT_CONFIG"}
     env["HOME"] = str(cwd or Path.cwd())
     return subprocess.run(
         [sys.executable, "-m", "hilbert.ui.cli", *args],
@@ -36,6 +36,10 @@ def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subproce
         (["fake-server", "--port", "0", "--faults", "429=lots"], "fault"),
         (["fake-server", "--port", "0", "--policy", "psychic"], "unknown policy"),
         (["fake-server", "--port", "0", "--latency", "ttft=fast"], "latency"),
+        (["fake-server", "--port", "99999"], "99999"),
+        (["agent", "x", "--model", "openai:m@http://127.0.0.1:9/v1", "--db", "/proc/nope/x.db"], "folder"),
+        (["log", "--db", "/etc/hostname"], "not"),
+        (["demo", "--dir", "/etc/hostname/x"], "not a directory"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
@@ -97,7 +101,7 @@ def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> Non
         ],
         stdout=subprocess.PIPE,
         text=True,
-        env=command_env(),
+        env=command_env(hilbert_python_first=True),
     )
     try:
         assert server.stdout is not None

@@ -7,6 +7,7 @@
         └── ModelError           a model call failed for good (after retries), with a hint
             ├── ContextOverflowError   the conversation no longer fits the model's window
             └── RefusedError           the provider refused the request (policy, auth, bad request)
+                └── UnknownModelError  the provider does not know the model (HTTP 404)
 
 Every error carries a one-line message and, where there is one, a `hint` that says what to do.
 Only the CLI edge turns them into text (`str(err)` is the message and the hint together); nothing
@@ -51,3 +52,7 @@ class ContextOverflowError(ModelError):
 
 class RefusedError(ModelError):
     """The provider refused the request (authentication, policy or a malformed request)."""
+
+
+class UnknownModelError(RefusedError):
+    """The provider does not know the model name (HTTP 404 / model_not_found)."""

@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from hilbert.agent.loop import AgentResult, run_agent
-from hilbert.agent.policies import Action, Inject, LoopState, Policy, Resume, Stop, TurnLimit
-from hilbert.agent.tools import ToolBox
+from hilbert.agent.policies import Action, Halt, Inject, LoopState, Policy, Resume, Stop, TurnLimit
+from hilbert.agent.tools import ToolBox, ToolOutcome
 from hilbert.models import make_model
-from hilbert.models.types import Message
+from hilbert.models.types import Message, ToolCall
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.policies import ScriptedPolicy
@@ -85,7 +87,8 @@ def test_turn_limit_halts_and_is_logged(tmp_path: Path) -> None:
     assert result.status == "halted" and "turn limit" in result.reason and result.turns == 2
     action = store.events(run="r", kinds=["policy_action"])[0]
     assert action.data["policy"] == "turn_limit"
-    assert not (tmp_path / "ws" / "missing").exists()
+    ran = [e.data["name"] for e in store.events(run="r", kinds=["tool_result"])]
+    assert ran == ["list_files", "write_file", "shell"]  # turns 1 and 2 ran; turn 3 (finish) never did
 
 
 class SendBackOnce(Policy):
@@ -142,3 +145,128 @@ def test_a_model_that_keeps_failing_stops_the_agent_with_an_error(tmp_path: Path
         )
     assert result.status == "error" and "500" in result.reason
     assert [e.kind for e in store.events(run="r")] == ["agent_started", "model_error", "agent_stopped"]
+
+
+class HaltAfterFirstTool(Policy):
+    name = "stop_now"
+
+    def after_tool_call(self, state: LoopState, call: ToolCall, outcome: ToolOutcome) -> Sequence[Action]:
+        return [Halt("the person said stop")]
+
+
+def test_a_halt_mid_turn_runs_nothing_more_and_answers_every_call(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    turn = {
+        "tool_calls": [
+            {"name": "shell", "arguments": {"command": "true"}},
+            {"name": "write_file", "arguments": {"path": "after_halt.txt", "content": "x"}},
+            {"name": "finish", "arguments": {"claim": "done", "evidence": "-"}},
+        ]
+    }
+    result, store, server = run(tmp_path, [turn, turn], [HaltAfterFirstTool(), SendBackOnce()])
+    assert result.status == "halted" and result.reason == "the person said stop" and result.turns == 1
+    assert not (tmp_path / "ws" / "after_halt.txt").exists()
+    results = store.events(run="r", kinds=["tool_result"])
+    assert [r.data["is_error"] for r in results] == [False, True, True]
+    assert len(server.requests) == 1
+
+
+def test_finish_needs_a_claim_and_evidence(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    bad = {"tool_calls": [{"name": "finish", "arguments": {}}]}
+    broken = {"tool_calls": [{"name": "finish", "arguments": "{claim: oops"}]}
+    good = {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "ran it"}}]}
+    result, store, _ = run(tmp_path, [bad, broken, good], [TurnLimit(10)])
+    assert (result.status, result.claim, result.turns) == ("finished", "done", 3)
+    errors = [e.data["is_error"] for e in store.events(run="r", kinds=["tool_result"])]
+    assert errors == [True, True, False]
+
+
+def test_finish_with_other_calls_runs_them_and_the_first_finish_counts(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    turn = {
+        "tool_calls": [
+            {"name": "finish", "arguments": {"claim": "first", "evidence": "-"}},
+            {"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}},
+            {"name": "finish", "arguments": {"claim": "second", "evidence": "-"}},
+        ]
+    }
+    result, store, _ = run(tmp_path, [turn], [TurnLimit(10)])
+    assert result.claim == "first" and (tmp_path / "ws" / "a.txt").exists()
+    assert [e.data["is_error"] for e in store.events(run="r", kinds=["tool_result"])] == [False, False, True]
+
+
+class NoteAfterEachTool(Policy):
+    name = "note"
+
+    def after_tool_call(self, state: LoopState, call: ToolCall, outcome: ToolOutcome) -> Sequence[Action]:
+        return [Inject(Message("user", f"note about {call.id}"))]
+
+
+@pytest.mark.parametrize("protocol", ["openai", "openai-responses", "anthropic"])
+def test_messages_injected_during_a_turn_follow_all_its_tool_results(tmp_path: Path, protocol: str) -> None:
+    """The real APIs refuse a message between tool results; the fake server refuses it too."""
+    (tmp_path / "ws").mkdir()
+    store = EventStore.open(tmp_path / "log.db")
+    with FakeServer(ScriptedPolicy.from_turns(TURNS)) as server:
+        base = server.openai_base_url if protocol.startswith("openai") else server.base_url
+        model = make_model(f"{protocol}:fake@{base}", env={}, max_attempts=1)
+        result = asyncio.run(
+            run_agent(
+                run="r",
+                agent="Euler",
+                task="t",
+                model=model,
+                store=store,
+                toolbox=ToolBox(tmp_path / "ws"),
+                policies=[NoteAfterEachTool()],
+            )
+        )
+    assert result.status == "finished", result.reason
+    sent = store.get_messages(store.events(run="r", kinds=["model_call"])[1].data["request"])
+    assert [m.role for m in sent[2:]] == ["assistant", "tool", "tool", "user", "user"]
+
+
+def test_the_fake_server_refuses_a_message_between_tool_results(tmp_path: Path) -> None:
+    from hilbert.errors import RefusedError
+
+    call = ToolCall(id="c1", name="shell", arguments={"command": "true"})
+    bad = [
+        Message("user", "go"),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("user", "interrupting"),
+        Message("tool", "[exit 0]", tool_call_id="c1", name="shell"),
+    ]
+    with FakeServer(ScriptedPolicy.from_turns(TURNS)) as server:
+        model = make_model(f"openai:fake@{server.openai_base_url}", env={}, max_attempts=1)
+        with pytest.raises(RefusedError, match="must be answered"):
+            asyncio.run(model.complete(bad))
+
+
+def test_an_interrupted_run_still_says_how_it_ended(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    slow = {"tool_calls": [{"name": "shell", "arguments": {"command": "sleep 30"}}]}
+    store = EventStore.open(tmp_path / "log.db")
+
+    async def main() -> None:
+        with FakeServer(ScriptedPolicy.from_turns([slow])) as server:
+            model = make_model(f"anthropic:fake@{server.base_url}", env={})
+            task = asyncio.create_task(
+                run_agent(
+                    run="r",
+                    agent="Euler",
+                    task="t",
+                    model=model,
+                    store=store,
+                    toolbox=ToolBox(tmp_path / "ws"),
+                )
+            )
+            while not store.events(run="r", kinds=["model_call"]):
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    stopped = store.events(run="r", kinds=["agent_stopped"])
+    assert [e.data["status"] for e in stopped] == ["interrupted"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,7 @@ def test_shell_timeout_kills_the_command(box: ToolBox) -> None:
 def test_long_output_is_capped_and_saved_whole(box: ToolBox) -> None:
     out = run(box, "shell", command="seq 1 2000")
     assert len(out.content) < 400
-    saved = out.content.split("saved to ")[1].split("]")[0]
+    saved = out.content.split("the whole output is in ")[1].split("]")[0]
     assert (box.root / saved).read_text().split() == [str(n) for n in range(1, 2001)]
     assert run(box, "read_file", path=saved, start_line=2000).content.endswith("2000")
 
@@ -108,3 +109,85 @@ def test_bad_calls_come_back_as_tool_errors(box: ToolBox) -> None:
     bad_json = asyncio.run(box.run(ToolCall(id="c", name="shell", raw_arguments="{not json")))
     assert bad_json.is_error and "not a JSON object" in bad_json.content
     assert run(box, "read_file", path="missing.py").is_error
+
+
+def test_grep_and_list_files_do_not_follow_links_out_of_the_workspace(box: ToolBox) -> None:
+    outside = box.root.parent / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET=hunter2\n")
+    os.symlink(outside / "secret.txt", box.root / "link.txt")
+    os.symlink(outside, box.root / "linkdir")
+    assert run(box, "grep", pattern="SECRET").content == "(no matches)"
+    assert "hunter2" not in run(box, "grep", pattern="SECRET", glob="linkdir/*").content
+    assert "secret" not in run(box, "list_files", pattern="linkdir/*").content
+    for bad in ("../outside/*", "/etc/*", ""):
+        assert run(box, "grep", pattern="x", glob=bad).is_error
+        assert run(box, "list_files", pattern=bad).is_error
+
+
+def test_a_symlink_loop_is_a_tool_error_not_a_crash(box: ToolBox) -> None:
+    os.symlink(box.root / "loop2", box.root / "loop1")
+    os.symlink(box.root / "loop1", box.root / "loop2")
+    assert run(box, "read_file", path="loop1").is_error
+    assert run(box, "grep", pattern="x", path="loop1").is_error
+    assert not run(box, "list_files").is_error
+
+
+def test_a_timed_out_command_keeps_the_output_it_printed(box: ToolBox) -> None:
+    out = run(box, "shell", command="echo partial-output; sleep 30", timeout_s=1)
+    assert out.is_error and out.content == "[timed out after 1s]\npartial-output\n"
+
+
+def test_background_children_do_not_outlive_the_call_or_hold_it_open(box: ToolBox) -> None:
+    out = run(box, "shell", command="sleep 30 & echo $! > child.pid; echo started", timeout_s=5)
+    assert out.content == "[exit 0]\nstarted\n"  # returned without waiting for the child's pipe
+    pid = int((box.root / "child.pid").read_text())
+    assert wait_until_gone(pid), f"background child {pid} still running"
+
+
+def wait_until_gone(pid: int, within_s: float = 5.0) -> bool:
+    """True once the process has died (gone, or a zombie waiting to be reaped)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_long_output_stays_bounded_in_memory_and_on_disk(tmp_path: Path) -> None:
+    from hilbert.agent.shell import Output
+
+    spill = tmp_path / "spill.txt"
+    output = Output(keep=10, spill=lambda: spill, max_saved=1000)
+    for _ in range(500):
+        output.add(b"0123456789")
+    assert len(output.head) == len(output.tail) == 10 and output.total == 5000
+    text = output.render(tmp_path)
+    assert text.startswith(
+        "0123456789\n[... 4,980 more bytes; the whole output is in spill.txt (cut at 1,000"
+    )
+    assert spill.stat().st_size == 1000
+
+
+def test_overflow_is_never_written_through_a_link_out_of_the_workspace(box: ToolBox) -> None:
+    outside = box.root.parent / "outside"
+    outside.mkdir()
+    os.symlink(outside, box.root / ".hilbert")
+    out = run(box, "shell", command="seq 1 2000")
+    assert "not saved" in out.content and list(outside.iterdir()) == []
+
+
+def test_tokens_and_secrets_are_removed_from_commands(box: ToolBox, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.setenv(name, "s3cret")
+    out = run(ToolBox(box.root), "shell", command="env")
+    assert "s3cret" not in out.content
+
+
+def test_zero_or_negative_timeouts_use_the_default(box: ToolBox) -> None:
+    assert run(box, "shell", command="echo ok", timeout_s=0).content == "[exit 0]\nok\n"
+    assert run(box, "shell", command="echo ok", timeout_s=-5).content == "[exit 0]\nok\n"

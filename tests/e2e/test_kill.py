@@ -40,7 +40,7 @@ def count_events(db: Path) -> int:
 
 
 def start_agent(project: Path, db: Path, base_url: str) -> subprocess.Popen[bytes]:
-    env = {**command_env(), "ANTHROPIC_API_KEY": "test", "PYTHONUNBUFFERED": "1"}
+    env = {**command_env(hilbert_python_first=True), "ANTHROPIC_API_KEY": "test", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
         [
             sys.executable,

@@ -34,7 +34,7 @@ def suite_passes(path: Path) -> bool:
         ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=path,
         capture_output=True,
-        env=command_env(),
+        env=command_env(hilbert_python_first=True),
         timeout=120,
     )
     return done.returncode == 0
@@ -55,7 +55,7 @@ def test_agent_fixes_the_project_over_each_protocol(tmp_path: Path, protocol: st
                 agent="Noether",
                 task=project.task,
                 model=model,
-                toolbox=ToolBox(project.path),
+                toolbox=ToolBox(project.path, env=command_env(hilbert_python_first=True)),
                 store=store,
                 policies=[TurnLimit(40)],
             )

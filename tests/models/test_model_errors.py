@@ -11,7 +11,13 @@ import asyncio
 import pytest
 from error_server import Scripted, error_server, url
 
-from hilbert.errors import ContextOverflowError, HilbertError, ModelError, RefusedError, UserError
+from hilbert.errors import (
+    ContextOverflowError,
+    HilbertError,
+    ModelError,
+    RefusedError,
+    UnknownModelError,
+)
 from hilbert.models import Message, RetryPolicy, make_model
 
 PROTOCOLS = ("anthropic", "openai", "openai-responses")
@@ -57,7 +63,7 @@ def test_a_rejected_key_is_refused_with_a_hint_to_check_the_variable(protocol: s
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_an_unknown_model_is_a_user_error_naming_it(protocol: str) -> None:
+def test_an_unknown_model_is_a_model_error_naming_it(protocol: str) -> None:
     body = _body(
         protocol,
         _anthropic_error("not_found_error", "model: claude-nine"),
@@ -66,7 +72,7 @@ def test_an_unknown_model_is_a_user_error_naming_it(protocol: str) -> None:
         ),
     )
     error, tries = _call(protocol, Scripted(404, body), name="claude-nine")
-    assert type(error) is UserError
+    assert type(error) is UnknownModelError and isinstance(error, ModelError)
     assert error.message.startswith(f"unknown model {protocol}:claude-nine")
     assert error.hint and "name" in error.hint
     assert tries == 1

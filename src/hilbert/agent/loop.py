@@ -1,11 +1,14 @@
 """The agent loop: call the model, run the tool calls, record everything, repeat.
 
 It stops when the agent calls `finish` (a claim and evidence), replies without a tool call, a policy
-halts it, or the model fails for good — and policies see every stop first and may `Resume` it.
+halts it, or the model fails for good — and policies see every stop but a halt first, and may
+`Resume` it.
 
 Write-ahead: every event is committed to the store before anything acts on it. The model's reply is
 in the log before its tool calls run; each tool result is in the log before the model call that
-sees it. The conversation can therefore be rebuilt from the log exactly (`hilbert.store`).
+sees it. The conversation can therefore be rebuilt from the log exactly (`hilbert.store`). Every
+tool call gets a result (a halt mid-turn answers the rest "not run"), and messages policies inject
+during a turn follow all of its tool results, as the providers' APIs require.
 
 Everything else (budgets, reminders, the judge, compaction, messages) is a `Policy`; this file
 should not grow when they arrive.
@@ -15,26 +18,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict
 
-from hilbert.agent.policies import Halt, LoopState, Policy, Resume, Stop, StopStatus
+from hilbert.agent.policies import AgentResult, Halt, Inject, LoopState, Policy, Resume, Stop
 from hilbert.agent.prompts import SYSTEM_PROMPT
-from hilbert.agent.tools import FINISH, ToolBox, ToolOutcome
+from hilbert.agent.tools import FINISH, ToolBox, ToolOutcome, read_finish
 from hilbert.errors import ModelError
-from hilbert.models.types import Message, Model, ToolCall, Usage
+from hilbert.models.types import Message, Model, ToolCall
 from hilbert.store import EventStore
-
-
-@dataclass(frozen=True)
-class AgentResult:
-    status: StopStatus
-    reason: str
-    claim: str
-    evidence: str
-    turns: int
-    usage: Usage
-    cost_usd: float
 
 
 async def run_agent(
@@ -49,9 +40,8 @@ async def run_agent(
     system_prompt: str = SYSTEM_PROMPT,
 ) -> AgentResult:
     """Run one agent on `task` until it stops; every step is an event in `store`."""
-    loop = _Loop(run, agent, model, toolbox, store, policies)
     messages = [Message("system", system_prompt.format(agent=agent)), Message("user", task)]
-    loop.state = LoopState(run=run, agent=agent, task=task, messages=messages)
+    loop = _Loop(LoopState(run, agent, task, messages), model, toolbox, store, policies)
     loop.record(
         "agent_started",
         task=task,
@@ -60,62 +50,57 @@ async def run_agent(
         tools=[s.name for s in toolbox.specs()],
         messages=store.put_messages(messages),
     )
-    stop = await loop.run()
-    state = loop.state
-    loop.record(
-        "agent_stopped",
-        status=stop.status,
-        reason=stop.reason,
-        claim=stop.claim,
-        evidence=stop.evidence,
-        turns=state.turns,
-        usage=vars(state.usage),
-        cost_usd=state.cost_usd,
-    )
-    return AgentResult(
-        stop.status, stop.reason, stop.claim, stop.evidence, state.turns, state.usage, state.cost_usd
-    )
+    stop = Stop("interrupted", reason="the run was interrupted")
+    try:
+        stop = await loop.run()
+    finally:  # also when cancelled or interrupted, so the log says how the agent ended
+        state = loop.state
+        result = AgentResult(
+            stop.status, stop.reason, stop.claim, stop.evidence, state.turns, state.usage, state.cost_usd
+        )
+        loop.record("agent_stopped", **asdict(result))
+    return result
 
 
 class _Loop:
-    state: LoopState
-
     def __init__(
-        self,
-        run: str,
-        agent: str,
-        model: Model,
-        toolbox: ToolBox,
-        store: EventStore,
-        policies: Sequence[Policy],
+        self, state: LoopState, model: Model, toolbox: ToolBox, store: EventStore, policies: Sequence[Policy]
     ) -> None:
-        self.run_id, self.agent, self.model, self.toolbox = run, agent, model, toolbox
-        self.store, self.policies = store, policies
+        self.state, self.model, self.toolbox, self.store, self.policies = (
+            state,
+            model,
+            toolbox,
+            store,
+            policies,
+        )
+        self.pending: list[tuple[str, str, Inject | Resume]] = []  # injected, not yet in the conversation
 
     def record(self, kind: str, **data: object) -> None:
-        self.store.append(self.run_id, self.agent, kind, data)
+        self.store.append(self.state.run, self.state.agent, kind, data)
 
     async def run(self) -> Stop:
         while True:
             halted = self.apply("before_model_call", self.state)
-            stop = halted if isinstance(halted, Stop) else await self.turn()
+            stop = halted or await self.turn()
             if stop is None:
                 continue
             if stop.status == "halted":
                 return stop
             verdict = self.apply("on_stop", self.state, stop)
-            if verdict is not True:
-                return verdict if isinstance(verdict, Stop) else stop
+            if verdict is None:
+                return stop
+            if verdict.status == "halted":
+                return verdict
 
     async def turn(self) -> Stop | None:
         """One model call and its tool calls; returns a Stop when the agent stopped."""
         state, sent = self.state, list(self.state.messages)
+        state.turns += 1
         try:
             done = await self.model.complete(sent, self.toolbox.specs())
         except ModelError as failure:
             self.record("model_error", error=type(failure).__name__, message=str(failure))
             return Stop("error", reason=str(failure))
-        state.turns += 1
         state.usage += done.usage
         state.cost_usd += done.cost_usd
         reply = done.message
@@ -137,20 +122,26 @@ class _Loop:
             return Stop("no_finish", reason="the agent replied without a tool call")
         stop: Stop | None = None
         for call in reply.tool_calls:
+            if stop is not None and stop.status == "halted":
+                self.add_tool_result(call, ToolOutcome("not run: the run was halted", True), 0.0)
+                continue
             started = time.monotonic()
-            if call.name == FINISH:
-                stop = Stop(
-                    "finished",
-                    claim=str(call.arguments.get("claim", "")),
-                    evidence=str(call.arguments.get("evidence", "")),
-                )
-                outcome = ToolOutcome("finish recorded; your claim will be checked")
-            else:
-                outcome = await self.toolbox.run(call)
+            outcome, finished = await self.run_tool(call, stop)
             self.add_tool_result(call, outcome, time.monotonic() - started)
-            halted = self.apply("after_tool_call", state, call, outcome)
-            stop = stop or (halted if isinstance(halted, Stop) else None)
+            stop = stop or finished
+            stop = self.apply("after_tool_call", state, call, outcome) or stop
+        self.flush()
         return stop
+
+    async def run_tool(self, call: ToolCall, stop: Stop | None) -> tuple[ToolOutcome, Stop | None]:
+        if call.name != FINISH:
+            return await self.toolbox.run(call), None
+        claim = read_finish(call)
+        if isinstance(claim, ToolOutcome):
+            return claim, None
+        if stop is not None:
+            return ToolOutcome("finish was already called in this turn", True), None
+        return ToolOutcome("finish recorded; your claim will be checked"), Stop("finished", "", *claim)
 
     def add_tool_result(self, call: ToolCall, outcome: ToolOutcome, duration_s: float) -> None:
         message = Message(
@@ -168,11 +159,11 @@ class _Loop:
         self.state.tool_calls += 1
         self.state.messages.append(message)
 
-    def apply(self, moment: str, *args: Any) -> Stop | bool:
+    def apply(self, moment: str, *args: object) -> Stop | None:
         """Ask every policy at `moment` (the name of a Policy hook, called with `args`) and carry out
-        its actions in order, recording each. Returns a halting Stop, or True when a policy resumed
-        a stop (only `on_stop` can), else False."""
-        resumed = False
+        its actions in order, recording each. Returns a halting Stop; at `on_stop`, a Resume returns
+        a Stop with status "resumed". Injections made after a tool call wait for the turn's end."""
+        outcome: Stop | None = None
         for policy in self.policies:
             for action in getattr(policy, moment)(*args):
                 if isinstance(action, Halt):
@@ -183,16 +174,25 @@ class _Loop:
                         action="halt",
                         reason=action.reason,
                     )
+                    self.flush()
                     return Stop("halted", reason=action.reason)
                 if isinstance(action, Resume) and moment != "on_stop":
                     continue  # a Resume only answers a stop
-                self.record(
-                    "message_injected",
-                    by=policy.name,
-                    moment=moment,
-                    action=action.kind,
-                    message=self.store.put_messages([action.message])[0],
-                )
-                self.state.messages.append(action.message)
-                resumed = resumed or isinstance(action, Resume)
-        return resumed
+                self.pending.append((policy.name, moment, action))
+                if isinstance(action, Resume):
+                    outcome = Stop("resumed", reason=f"{policy.name} resumed the agent")
+        if moment != "after_tool_call":
+            self.flush()
+        return outcome
+
+    def flush(self) -> None:
+        for policy, moment, action in self.pending:
+            self.record(
+                "message_injected",
+                by=policy,
+                moment=moment,
+                action=action.kind,
+                message=self.store.put_messages([action.message])[0],
+            )
+            self.state.messages.append(action.message)
+        self.pending.clear()

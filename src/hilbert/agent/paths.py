@@ -22,7 +22,10 @@ def confine(root: Path, path: str) -> Path:
     root = root.resolve()
     candidate = Path(path)
     joined = candidate if candidate.is_absolute() else root / candidate
-    resolved = joined.resolve()
+    try:
+        resolved = joined.resolve()
+    except (RuntimeError, OSError) as loop:  # a symlink loop, or a name the OS refuses
+        raise ToolRefused(f"refused: {path!r} cannot be resolved ({loop})") from None
     if resolved != root and not resolved.is_relative_to(root):
         how = "a symlink that leads" if _has_symlink_escape(root, joined) else "a path"
         raise ToolRefused(

@@ -20,18 +20,32 @@ from typing import Literal
 from hilbert.agent.tools import ToolOutcome
 from hilbert.models.types import Message, ToolCall, Usage
 
-StopStatus = Literal["finished", "no_finish", "halted", "error"]
+StopStatus = Literal["finished", "no_finish", "halted", "error", "interrupted", "resumed"]
 
 
 @dataclass(frozen=True)
 class Stop:
     """Why the loop wants to stop: the agent finished (with a claim and evidence), replied without a
-    tool call, a policy halted it, or the model failed for good."""
+    tool call, a policy halted it, the model failed for good, or the process was interrupted.
+    ("resumed" is the loop's own note that a policy refused a stop; no run ends with it.)"""
 
     status: StopStatus
     reason: str = ""
     claim: str = ""
     evidence: str = ""
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """How an agent's run ended, and what it used."""
+
+    status: StopStatus
+    reason: str
+    claim: str
+    evidence: str
+    turns: int
+    usage: Usage
+    cost_usd: float
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@
 raises for a bad call: a refused path, a missing file, a non-unique edit or malformed arguments come
 back as an error result the model can read and act on.
 
-Shell commands run with the workspace as working directory, a timeout, and the model API keys
-removed from their environment. Output beyond `max_output_chars` is cut, and the whole output is
-saved under `.hilbert/outputs/` in the workspace so the agent can read it with read_file.
+Shell commands run with the workspace as working directory, a timeout (the process group is killed),
+and API keys, tokens and other secrets removed from their environment. Output beyond
+`max_output_chars` is cut to its head and tail, and the whole output is saved under
+`.hilbert/outputs/` in the workspace so the agent can read it with read_file (see `shell.py`).
 The sandbox (only the workspace writable, no network) is a later issue's `Sandbox.run` seam; until
 then shell commands are confined by working directory only.
 """
@@ -17,18 +18,18 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hilbert.agent.paths import ToolRefused, confine, relative
+from hilbert.agent.shell import Output, run_command
 from hilbert.models.types import ToolCall, ToolSpec
 
 FINISH = "finish"
-SECRET_ENV = re.compile(r"(API_KEY|AUTH_TOKEN|SECRET|PASSWORD)$")
+SECRET_ENV = re.compile(r"API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|CREDENTIAL", re.IGNORECASE)
 SKIP_DIRS = {".git", ".hilbert", "__pycache__", ".venv", "node_modules"}
 
 
@@ -38,15 +39,30 @@ class ToolOutcome:
     is_error: bool = False
 
 
-def command_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment commands run with: the given (or current) one without API keys and other
-    secrets, and with this interpreter's bin directory first on PATH, so `python` and `pytest` are
-    the ones hilbert runs on. No bytecode is written: two same-sized edits within one second would
-    otherwise share a stale `.pyc` and a test run could see the old code."""
+def command_env(
+    env: Mapping[str, str] | None = None, *, hilbert_python_first: bool = False
+) -> dict[str, str]:
+    """The environment commands run with: the given (or current) one without API keys, tokens and
+    other secrets. No bytecode is written: two same-sized edits within one second would otherwise
+    share a stale `.pyc` and a test run could see the old code. `hilbert_python_first` puts the
+    interpreter hilbert runs on first on PATH — for the demo and tests, whose sample projects need
+    its pytest; never for a user's project, whose own `python` must stay the one it finds."""
     clean = {k: v for k, v in (os.environ if env is None else env).items() if not SECRET_ENV.search(k)}
     clean["PYTHONDONTWRITEBYTECODE"] = "1"
-    clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), clean.get("PATH", os.defpath)])
+    if hilbert_python_first:
+        clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), clean.get("PATH", os.defpath)])
     return clean
+
+
+def read_finish(call: ToolCall) -> tuple[str, str] | ToolOutcome:
+    """The claim and evidence of a `finish` call, or the tool error to answer a malformed one with."""
+    args = call.arguments
+    claim, evidence = args.get("claim"), args.get("evidence")
+    if call.raw_arguments is not None or not isinstance(claim, str) or not isinstance(evidence, str):
+        return ToolOutcome("finish needs {claim: string, evidence: string}; you are not finished yet", True)
+    if not claim.strip():
+        return ToolOutcome("finish needs a claim: say what you did", True)
+    return claim, evidence
 
 
 def _spec(name: str, description: str, required: list[str], **props: Any) -> ToolSpec:
@@ -154,7 +170,7 @@ class ToolBox:
             return ToolOutcome(str(refused), True)
         except TypeError as bad_args:
             return ToolOutcome(f"bad arguments for {call.name}: {bad_args}", True)
-        except (OSError, UnicodeDecodeError, re.error) as failure:
+        except (OSError, UnicodeDecodeError, re.error, ValueError, NotImplementedError) as failure:
             return ToolOutcome(f"{call.name} failed: {failure}", True)
 
     # -- file tools ---------------------------------------------------------------------------------
@@ -162,11 +178,18 @@ class ToolBox:
         target = confine(self.root, path)
         if target.is_dir():
             raise ToolRefused(f"{path} is a directory; use list_files")
-        lines = target.read_text().splitlines()
-        first = max(1, start_line or 1)
-        last = min(len(lines), end_line or len(lines))
-        body = "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1))
-        return self._cap(body or f"(no lines in range {first}-{last}; the file has {len(lines)} lines)")
+        first, last = max(1, start_line or 1), end_line or 0
+        output = self._output()
+        count = 0
+        with target.open(encoding="utf-8", errors="replace") as lines:
+            for count, line in enumerate(lines, 1):
+                if count >= first and (not last or count <= last):
+                    output.add(
+                        f"{'' if output.total == 0 else chr(10)}{count:>6}\t{line.rstrip(chr(10))}".encode()
+                    )
+        if output.total == 0:
+            return f"(no lines in range {first}-{last or 'end'}; the file has {count} lines)"
+        return output.render(self.root)
 
     def write_file(self, path: str, content: str) -> str:
         target = confine(self.root, path)
@@ -187,23 +210,15 @@ class ToolBox:
         return f"edited {relative(self.root, target)}"
 
     def list_files(self, pattern: str = "**/*") -> str:
-        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
-            raise ToolRefused("list_files: the pattern must be relative to the workspace, without '..'")
-        found = sorted(
-            relative(self.root, p)
-            for p in self.root.glob(pattern)
-            if p.is_file() and not SKIP_DIRS & set(p.relative_to(self.root).parts)
-        )
+        found = sorted(relative(self.root, p) for p in self._glob(self.root, pattern, "list_files"))
         return self._limit(found, "files") or "(no files match)"
 
     def grep(self, pattern: str, path: str = ".", glob: str = "**/*") -> str:
         regex = re.compile(pattern)
         base = confine(self.root, path)
-        files = [base] if base.is_file() else sorted(base.glob(glob))
+        files = [base] if base.is_file() else sorted(self._glob(base, glob, "grep"))
         hits: list[str] = []
         for file in files:
-            if not file.is_file() or SKIP_DIRS & set(file.relative_to(self.root).parts):
-                continue
             try:
                 text = file.read_text()
             except (UnicodeDecodeError, OSError):
@@ -216,45 +231,52 @@ class ToolBox:
                 break
         return self._limit(hits, "matches") or "(no matches)"
 
+    def _glob(self, base: Path, pattern: str, tool: str) -> Iterator[Path]:
+        """Files matching `pattern` under `base` that really lie inside the workspace (a symlink to
+        something outside is skipped), outside hilbert's and git's own folders."""
+        if not pattern or Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            raise ToolRefused(f"{tool}: the pattern must be relative to the workspace, without '..'")
+        for candidate in base.glob(pattern):
+            try:
+                real = candidate.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if (
+                real.is_relative_to(self.root)
+                and real.is_file()
+                and not SKIP_DIRS & set(candidate.relative_to(self.root).parts)
+            ):
+                yield candidate
+
     # -- shell --------------------------------------------------------------------------------------
     async def shell(self, command: str, timeout_s: int | None = None) -> ToolOutcome:
-        timeout = min(timeout_s or self.shell_timeout_s, self.shell_timeout_s)
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
-            cwd=self.root,
-            env=self.env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+        timeout = (
+            self.shell_timeout_s if not timeout_s or timeout_s <= 0 else min(timeout_s, self.shell_timeout_s)
         )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except TimeoutError:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = await proc.communicate()
-            text = out.decode(errors="replace")
-            return ToolOutcome(f"[timed out after {timeout}s]\n{self._cap(text)}", True)
-        finally:
-            if proc.returncode is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-        return ToolOutcome(f"[exit {proc.returncode}]\n{self._cap(out.decode(errors='replace'))}")
+        done = await run_command(
+            command, cwd=self.root, env=self.env, timeout_s=timeout, output=self._output()
+        )
+        text = done.output.render(self.root)
+        if done.exit_code is None:
+            return ToolOutcome(f"[timed out after {timeout}s]\n{text}", True)
+        return ToolOutcome(f"[exit {done.exit_code}]\n{text}")
 
     # -- output limits ------------------------------------------------------------------------------
-    def _cap(self, text: str) -> str:
-        if len(text) <= self.max_output_chars:
-            return text
+    def _output(self) -> Output:
+        return Output(self.max_output_chars // 2, self._spill_file)
+
+    def _spill_file(self) -> Path | None:
+        """A new file under .hilbert/outputs for a long output; None if that is not in the workspace."""
         self._outputs += 1
-        saved = self.root / ".hilbert" / "outputs" / f"output-{os.getpid()}-{self._outputs}.txt"
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        (self.root / ".hilbert" / ".gitignore").write_text("*\n")
-        saved.write_text(text)
-        head = self.max_output_chars // 2
-        tail = self.max_output_chars - head
-        more = len(text) - self.max_output_chars
-        return f"{text[:head]}\n[... {more} chars more saved to {relative(self.root, saved)}]\n{text[-tail:]}"
+        try:
+            folder = confine(self.root, ".hilbert/outputs")
+            folder.mkdir(parents=True, exist_ok=True)
+            ignore = confine(self.root, ".hilbert/.gitignore")
+            if not ignore.exists():
+                ignore.write_text("*\n")
+            return confine(self.root, f".hilbert/outputs/output-{os.getpid()}-{self._outputs}.txt")
+        except (ToolRefused, OSError):
+            return None
 
     def _limit(self, items: list[str], what: str) -> str:
         if len(items) > self.max_results:

@@ -7,7 +7,7 @@ SDK error, an `httpx2` transport error, a timeout, or what the adapters raise th
 one-line summary, and the error to raise if we stop here:
 
     401 / 403                         RefusedError          (hint: check the key variable)
-    404, model_not_found              UserError "unknown model X"
+    404, model_not_found              UnknownModelError "unknown model X"
     context-length wording (400/413)  ContextOverflowError  (hint: compact or pick a larger model)
     other 4xx, quota exhausted        RefusedError
     408 / 409 / 429 / 5xx / 529       retryable
@@ -29,7 +29,13 @@ import anthropic
 import httpx2
 import openai
 
-from hilbert.errors import ContextOverflowError, HilbertError, ModelError, RefusedError, UserError
+from hilbert.errors import (
+    ContextOverflowError,
+    HilbertError,
+    ModelError,
+    RefusedError,
+    UnknownModelError,
+)
 from hilbert.models.retry import Failure
 
 
@@ -111,7 +117,7 @@ def _from_status(
         )
     if status == 404 or kind == "not_found_error" or code == "model_not_found":
         return _final(
-            UserError(
+            UnknownModelError(
                 f"unknown model {model} ({summary})",
                 hint="check the name after 'provider:' and, for a local server, the @URL (often ends in /v1)",
             ),

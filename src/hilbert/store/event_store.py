@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeVar
 from hilbert.errors import RunError, UserError
 from hilbert.models.types import Message
 from hilbert.store.blobs import encode_blob
-from hilbert.store.schema import migrate
+from hilbert.store.schema import migrate, schema_version
 
 Durability = Literal["normal", "full"]
 T = TypeVar("T")
@@ -93,7 +93,13 @@ class EventStore:
         if durability not in ("normal", "full"):
             raise UserError(f"unknown durability {durability!r}", hint="use 'normal' or 'full'")
         file = Path(path)
-        file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(
+                f"cannot create the folder for the event log {file} ({err.strerror})",
+                hint="choose another --db path",
+            ) from None
         try:
             # timeout=0: waiting for the lock is `_retry_busy`'s job (see there).
             db = sqlite3.connect(file, timeout=0, isolation_level=None, check_same_thread=False)
@@ -103,6 +109,7 @@ class EventStore:
             ) from err
         store = cls(db, file, busy_timeout_s=busy_timeout_s)
         try:
+            store._refuse_foreign()
             mode = store._retry_busy(lambda: str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]))
             if mode.lower() != "wal":
                 raise UserError(
@@ -127,6 +134,18 @@ class EventStore:
     @property
     def path(self) -> Path:
         return self._path
+
+    def _refuse_foreign(self) -> None:
+        """Never turn somebody else's SQLite file into an event log (WAL mode, our tables)."""
+        version = self._retry_busy(lambda: schema_version(self._db))
+        tables = self._retry_busy(
+            lambda: self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        )
+        if version == 0 and tables:
+            raise UserError(
+                f"{self.path} is an SQLite database, but not a hilbert event log",
+                hint="point --db at a hilbert event log or at a new file",
+            )
 
     def close(self) -> None:
         with self._lock:

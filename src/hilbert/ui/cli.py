@@ -9,6 +9,7 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -35,11 +36,19 @@ class _Cli(click.Group):
         except click.exceptions.Abort:
             click.echo("hilbert: interrupted", err=True)
             sys.exit(130)
+        except click.UsageError as bad:
+            where = bad.ctx.command_path if bad.ctx else "hilbert"
+            click.echo(f"hilbert: error: {bad.format_message()} — see `{where} --help`", err=True)
+            sys.exit(bad.exit_code)
         except click.ClickException as bad:
-            bad.show()
+            click.echo(f"hilbert: error: {bad.format_message()}", err=True)
             sys.exit(bad.exit_code)
         except HilbertError as error:
             click.echo(f"hilbert: error: {error}", err=True)
+            sys.exit(2)
+        except OSError as error:  # a file-system or network refusal no command turned into a HilbertError
+            where = f": {error.filename}" if error.filename else ""
+            click.echo(f"hilbert: error: {error.strerror or error}{where}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             click.echo("hilbert: interrupted", err=True)
@@ -113,7 +122,11 @@ def demo(directory: Path, seed: int | None, protocol: str) -> None:
 
 @cli.command("fake-server")
 @click.option(
-    "--port", type=int, default=8765, show_default=True, help="TCP port on 127.0.0.1 (0: any free port)."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="TCP port on 127.0.0.1 (0: any free port).",
 )
 @click.option(
     "--policy",
@@ -180,6 +193,9 @@ def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: boo
 
 
 def main() -> None:
+    # SIGTERM ends hilbert like Ctrl-C does: tasks are cancelled, so child processes are killed and
+    # every agent's log records how it ended.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     cli()
 
 

@@ -58,6 +58,7 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
             name="Poincaré",
             run=f"demo-{uuid.uuid4().hex[:8]}",
             model=model,
+            env=command_env(hilbert_python_first=True),
         )
 
     after = _run_tests(project_dir, project.test_command)
@@ -86,14 +87,17 @@ def _fresh_demo_dir(directory: Path) -> Path:
 
 
 def _run_tests(project_dir: Path, command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", command],
-        cwd=project_dir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=command_env(),
-    )
+    try:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=project_dir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=command_env(hilbert_python_first=True),
+        )
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(command, 124, stdout="(the tests ran for more than 300 s)")
 
 
 def _last_line(output: str) -> str:

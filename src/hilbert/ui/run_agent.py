@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import click
@@ -32,14 +32,21 @@ async def run_one_agent(
     name: str,
     run: str,
     model: Model | None = None,
+    env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
 ) -> AgentResult:
     """Run one agent in `workspace`, printing each event as it lands in the log, then a summary.
-    The model is built from the settings unless one is given."""
+    The model is built from the settings unless one is given; `env` is the commands' environment
+    (default: this process's, without secrets)."""
     if model is None:
         if not settings.model:
             raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
         prices = PriceTable.default().with_overrides(settings.prices)
+        if not prices.known(settings.model):
+            echo(
+                f"note: no price known for {settings.model}: costs show as $0 and --max-cost cannot stop it"
+                f' (add [prices."{settings.model.split("@")[0]}"] to hilbert.toml)'
+            )
         model = make_model(
             settings.model,
             prices=prices,
@@ -47,7 +54,7 @@ async def run_one_agent(
             max_attempts=settings.model_max_attempts,
         )
     workspace.mkdir(parents=True, exist_ok=True)
-    toolbox = ToolBox(workspace, shell_timeout_s=settings.shell_timeout_s)
+    toolbox = ToolBox(workspace, shell_timeout_s=settings.shell_timeout_s, env=env)
     policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd)]
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:

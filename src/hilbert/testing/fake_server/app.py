@@ -38,7 +38,7 @@ from hilbert.testing.fake_server.policy import Policy
 from hilbert.testing.fake_server.recording import Recorder, reply_json, selected_headers, usage_json
 from hilbert.testing.fake_server.streaming import HangResponse, JSONBodyResponse, Lifecycle, SSEResponse
 from hilbert.testing.fake_server.usage import PromptCache, measure, prompt_tokens
-from hilbert.testing.fake_server.wire import BadRequest, Ids
+from hilbert.testing.fake_server.wire import BadRequest, Ids, check_tool_results
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,7 @@ class FakeApp:
             return self._error(entry, wire, 400, problem)
         try:
             parsed = wire.parse(body)
+            check_tool_results(parsed.conversation)
         except BadRequest as err:
             return self._error(entry, wire, 400, str(err))
         conversation = parsed.conversation

@@ -151,3 +151,23 @@ def model_of(body: Mapping[str, Any]) -> str:
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required")
     return model
+
+
+def check_tool_results(conversation: Conversation) -> None:
+    """Refuse what the real APIs refuse: an assistant turn's tool calls must be answered, each once,
+    by tool results that come right after it, before any other message."""
+    messages = conversation.messages
+    for i, message in enumerate(messages):
+        if message.role != "assistant" or not message.tool_calls or i + 1 == len(messages):
+            continue
+        wanted = [call.id for call in message.tool_calls]
+        answered = []
+        for following in messages[i + 1 :]:
+            if following.role != "tool":
+                break
+            answered.append(following.tool_call_id)
+        if sorted(answered, key=str) != sorted(wanted, key=str):
+            raise BadRequest(
+                f"tool calls {wanted} must be answered right after the assistant turn by one tool result "
+                f"each, before any other message; got results for {answered}"
+            )
