@@ -130,3 +130,41 @@ def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> Non
         if server.stdout is not None:
             server.stdout.close()
     assert os.path.exists(tmp_path / "log.db")
+
+
+def test_agent_prints_progress_while_it_works_not_after(tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text(
+        "- tool_calls: [{name: shell, arguments: {command: 'sleep 3'}}]\n"
+        "- tool_calls: [{name: finish, arguments: {claim: slept, evidence: '[exit 0]'}}]\n"
+    )
+    from hilbert.testing.fake_server import FakeServer
+
+    with FakeServer(f"scripted:file={script}") as server:
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hilbert.ui.cli",
+                "agent",
+                "sleep a while",
+                "--model",
+                f"anthropic:fake@{server.base_url}",
+                "--workspace",
+                str(tmp_path / "ws"),
+                "--db",
+                str(tmp_path / "log.db"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=command_env(hilbert_python_first=True),
+        )
+        assert agent.stdout is not None
+        with agent.stdout:
+            for line in agent.stdout:
+                if "model call 1:" in line:
+                    assert agent.poll() is None  # printed while the agent is still working
+                    break
+            rest = agent.stdout.read()
+        assert agent.wait(timeout=60) == 0
+    assert "shell `sleep 3` → exit 0" in rest and "finished" in rest
