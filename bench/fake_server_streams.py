@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -28,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from hilbert.testing.fake_server.process import start_process
+
 TEXT = " ".join(["The quick brown fox jumps over the lazy dog."] * 12)
 SCRIPT = [
     {
@@ -184,17 +184,7 @@ async def run_client(url: str, streams: int) -> dict[str, object]:
 
 
 def start_server(latency: str, script: Path) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, "-m", "hilbert.testing.fake_server", "--port", "0"]
-    command += ["--policy", f"scripted:file={script}", "--latency", latency]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line.startswith("fake-server listening on "):
-        server.kill()
-        server.wait()
-        raise SystemExit(f"the fake server did not start: {line!r}")
-    return server, line.split()[3]
+    return start_process("--policy", f"scripted:file={script}", "--latency", latency)
 
 
 def main() -> int:

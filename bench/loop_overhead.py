@@ -52,9 +52,8 @@ from hilbert.agent.tools import ToolBox
 from hilbert.models import make_model
 from hilbert.models.types import Model
 from hilbert.store import EventStore
+from hilbert.testing.fake_server.process import start_process
 from hilbert.testing.sample import SampleProject, generate_sample_project
-
-ROOT = Path(__file__).resolve().parent.parent
 
 LATENCIES = ("none", "realistic")
 PROTOCOLS = ("openai", "openai-responses", "anthropic")
@@ -149,17 +148,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def start_server(latency: str, script: Path) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    command = [sys.executable, "-m", "hilbert.testing.fake_server", "--port", "0"]
-    command += ["--policy", f"scripted:file={script}", "--latency", latency]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    if not line.startswith("fake-server listening on "):
-        server.kill()
-        server.wait()
-        raise SystemExit(f"the fake server did not start: {line!r}")
-    return server, line.split()[3]
+    return start_process("--policy", f"scripted:file={script}", "--latency", latency)
 
 
 def model_for(protocol: str, url: str) -> Model:

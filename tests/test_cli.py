@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hilbert.agent.tools import command_env
+from hilbert.testing.fake_server.process import start_process
 
 
 def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subprocess.CompletedProcess[str]:
@@ -86,27 +86,8 @@ def test_demo_fixes_the_project_and_verifies_it_independently(tmp_path: Path) ->
 
 
 def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> None:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hilbert.ui.cli",
-            "fake-server",
-            "--port",
-            "0",
-            "--policy",
-            "engineer",
-            "--record",
-            str(tmp_path / "requests.jsonl"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=command_env(hilbert_python_first=True),
-    )
+    server, url = start_process("--policy", "engineer", "--record", str(tmp_path / "requests.jsonl"))
     try:
-        assert server.stdout is not None
-        banner = server.stdout.readline()
-        url = banner.split("listening on ")[1].split()[0]
         hilbert("sample-project", "proj", "--seed", "99", cwd=tmp_path)
         done = hilbert(
             "agent",
@@ -129,7 +110,7 @@ def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> Non
         server.wait(timeout=10)
         if server.stdout is not None:
             server.stdout.close()
-    assert os.path.exists(tmp_path / "log.db")
+    assert (tmp_path / "log.db").exists()
 
 
 def test_agent_prints_progress_while_it_works_not_after(tmp_path: Path) -> None:
