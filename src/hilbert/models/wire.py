@@ -24,6 +24,7 @@ import functools
 import json
 import ssl
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,7 +114,7 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     return (value, None) if isinstance(value, dict) else ({}, text)
 
 
-class WireModel:
+class WireModel(ABC):
     """Base of the adapters: retries, measurement and cost around one provider's `_attempt`."""
 
     def __init__(self, spec: ModelSpec, endpoint: Endpoint, settings: CallSettings | None = None) -> None:
@@ -161,14 +162,14 @@ class WireModel:
             self._ssl = httpx2.create_ssl_context()
         return self._ssl
 
+    @abstractmethod
     def _sdk(self, http: httpx2.AsyncClient) -> Any:
         """The provider's SDK client over `http`, with our endpoint and timeout and no SDK retries."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _request(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         """The provider's request keyword arguments (without `stream`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _attempt(self, sdk: Any, request: dict[str, Any], on_text: TextCallback | None) -> TurnBuilder:
         """Send `request` once, streaming; raise `StreamDropped` if the stream ends unfinished."""
-        raise NotImplementedError
