@@ -149,3 +149,44 @@ def test_agent_prints_progress_while_it_works_not_after(tmp_path: Path) -> None:
             rest = agent.stdout.read()
         assert agent.wait(timeout=60) == 0
     assert "shell `sleep 3` → exit 0" in rest and "finished" in rest
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("404", "unknown model"),
+        ("401", "check ANTHROPIC_API_KEY"),
+        ("overflow", "does not fit"),
+        ("refused", "request refused"),
+    ],
+)
+def test_a_model_that_fails_for_good_is_one_line_and_exit_2(
+    tmp_path: Path, fault: str, expected: str
+) -> None:
+    from hilbert.testing.fake_server import FakeServer
+
+    with FakeServer("echo", faults=f"{fault}=1.0") as server:
+        env = {**command_env(hilbert_python_first=True), "ANTHROPIC_API_KEY": "test"}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hilbert.ui.cli",
+                "agent",
+                "hi",
+                "--model",
+                f"anthropic:m@{server.base_url}",
+                "--workspace",
+                str(tmp_path),
+                "--db",
+                str(tmp_path / "log.db"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hilbert: error: ") and expected in lines[0], done.stderr
+    assert "Traceback" not in done.stderr + done.stdout

@@ -176,10 +176,11 @@ def test_finish_needs_a_claim_and_evidence(tmp_path: Path) -> None:
     bad = {"tool_calls": [{"name": "finish", "arguments": {}}]}
     broken = {"tool_calls": [{"name": "finish", "arguments": "{claim: oops"}]}
     good = {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "ran it"}}]}
-    result, store, _ = run(tmp_path, [bad, broken, good], [TurnLimit(10)])
-    assert (result.status, result.claim, result.turns) == ("finished", "done", 3)
+    blank = {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "  "}}]}
+    result, store, _ = run(tmp_path, [bad, broken, blank, good], [TurnLimit(10)])
+    assert (result.status, result.claim, result.turns) == ("finished", "done", 4)
     errors = [e.data["is_error"] for e in store.events(run="r", kinds=["tool_result"])]
-    assert errors == [True, True, False]
+    assert errors == [True, True, True, False]
 
 
 def test_finish_with_other_calls_runs_them_and_the_first_finish_counts(tmp_path: Path) -> None:
@@ -270,3 +271,18 @@ def test_an_interrupted_run_still_says_how_it_ended(tmp_path: Path) -> None:
     asyncio.run(main())
     stopped = store.events(run="r", kinds=["agent_stopped"])
     assert [e.data["status"] for e in stopped] == ["interrupted"]
+
+
+class NoteThenHalt(Policy):
+    name = "note_then_halt"
+
+    def after_tool_call(self, state: LoopState, call: ToolCall, outcome: ToolOutcome) -> Sequence[Action]:
+        return [Inject(Message("user", "stopping you")), Halt("enough")]
+
+
+def test_a_halt_with_a_note_mid_turn_keeps_the_tool_results_together(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    result, store, _ = run(tmp_path, [TURNS[0]], [NoteThenHalt()])
+    assert result.status == "halted"
+    roles = [m.role for m in rebuild_conversation(store, "r", "Euler")]
+    assert roles == ["system", "user", "assistant", "tool", "tool", "user"]

@@ -191,3 +191,26 @@ def test_tokens_and_secrets_are_removed_from_commands(box: ToolBox, monkeypatch:
 def test_zero_or_negative_timeouts_use_the_default(box: ToolBox) -> None:
     assert run(box, "shell", command="echo ok", timeout_s=0).content == "[exit 0]\nok\n"
     assert run(box, "shell", command="echo ok", timeout_s=-5).content == "[exit 0]\nok\n"
+
+
+def test_the_timeout_holds_even_when_a_child_starts_its_own_session(box: ToolBox) -> None:
+    started = time.monotonic()
+    out = run(box, "shell", command="(setsid sleep 30 &); sleep 10", timeout_s=1)
+    assert out.is_error and out.content.startswith("[timed out after 1s]")
+    assert time.monotonic() - started < 5
+
+
+def test_output_up_to_twice_the_kept_size_comes_back_whole(tmp_path: Path) -> None:
+    from hilbert.agent.shell import Output
+
+    spilled: list[Path] = []
+    output = Output(keep=10, spill=lambda: spilled.append(tmp_path / "x") or tmp_path / "x")
+    for piece in (b"a" * 7, b"b" * 7, b"c" * 6):
+        output.add(piece)
+    assert output.render(tmp_path) == "a" * 7 + "b" * 7 + "c" * 6 and spilled == []
+
+
+def test_a_file_between_one_and_two_halves_of_the_cap_comes_back_unchanged(box: ToolBox) -> None:
+    (box.root / "mid.py").write_text("".join(f"v{n} = {n}\n" for n in range(1, 9)))
+    out = run(box, "read_file", path="mid.py")  # ~130 chars: more than the 100-char head, less than 200
+    assert out.content.splitlines() == [f"{n:>6}\tv{n} = {n}" for n in range(1, 9)]

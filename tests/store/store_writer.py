@@ -45,7 +45,10 @@ def main() -> None:
                 data["messages"] = store.put_messages(conversation)
             event = store.append(args.run, agents[i % len(agents)], "tick", data)
             if args.print:
-                print(event.id, event.agent, event.seq, i, flush=True)
+                # one write per line (print writes each argument separately when stdout is unbuffered),
+                # so a SIGKILL can cut a line short but never leave a shorter line that looks complete
+                sys.stdout.write(f"{event.id} {event.agent} {event.seq} {i}\n")
+                sys.stdout.flush()
             if args.delay:
                 time.sleep(args.delay)
             i += 1

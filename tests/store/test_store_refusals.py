@@ -11,10 +11,12 @@ from hilbert.errors import UserError
 from hilbert.store import EventStore
 
 
-def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) -> None:
+@pytest.mark.parametrize("user_version", [0, 1, 2, 7])
+def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path: Path, user_version: int) -> None:
     other = tmp_path / "bookmarks.db"
     with sqlite3.connect(other) as db:
         db.execute("create table bookmarks (url text)")
+        db.execute(f"pragma user_version = {user_version}")
     before = other.read_bytes()
     with pytest.raises(UserError, match="not a hilbert event log"):
         EventStore.open(other)

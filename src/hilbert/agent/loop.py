@@ -1,17 +1,14 @@
 """The agent loop: call the model, run the tool calls, record everything, repeat.
 
 It stops when the agent calls `finish` (a claim and evidence), replies without a tool call, a policy
-halts it, or the model fails for good — and policies see every stop but a halt first, and may
-`Resume` it.
+halts it, or the model fails for good; policies see every stop but a halt first, and may `Resume` it.
 
-Write-ahead: every event is committed to the store before anything acts on it. The model's reply is
-in the log before its tool calls run; each tool result is in the log before the model call that
-sees it. The conversation can therefore be rebuilt from the log exactly (`hilbert.store`). Every
-tool call gets a result (a halt mid-turn answers the rest "not run"), and messages policies inject
-during a turn follow all of its tool results, as the providers' APIs require.
-
-Everything else (budgets, reminders, the judge, compaction, messages) is a `Policy`; this file
-should not grow when they arrive.
+Write-ahead: every event is committed to the store before anything acts on it — the model's reply
+before its tool calls run, each tool result before the model call that sees it — so the conversation
+can be rebuilt from the log exactly (`hilbert.store`). Every tool call gets a result (a halt mid-turn
+answers the rest "not run"), and messages injected during a turn follow all its tool results, as the
+providers' APIs require. Budgets, reminders, the judge, compaction and messages are `Policy`s: this
+file should not grow when they arrive.
 """
 
 from __future__ import annotations
@@ -53,6 +50,9 @@ async def run_agent(
     stop = Stop("interrupted", reason="the run was interrupted")
     try:
         stop = await loop.run()
+    except Exception as bug:  # not an interruption: say what broke (it still propagates)
+        stop = Stop("error", reason=f"{type(bug).__name__}: {bug}")
+        raise
     finally:  # also when cancelled or interrupted, so the log says how the agent ended
         state = loop.state
         result = AgentResult(
@@ -174,7 +174,8 @@ class _Loop:
                         action="halt",
                         reason=action.reason,
                     )
-                    self.flush()
+                    if moment != "after_tool_call":  # mid-turn, turn() flushes after the last result
+                        self.flush()
                     return Stop("halted", reason=action.reason)
                 if isinstance(action, Resume) and moment != "on_stop":
                     continue  # a Resume only answers a stop

@@ -5,9 +5,9 @@ on exit or timeout kills the whole group, so neither a hung command nor a backgr
 the tool call (a child that starts its own session escapes; the sandbox is a later issue's). Output
 read before a timeout is kept.
 
-`Output` keeps memory bounded whatever a command prints: the first and last `keep` characters stay
-in memory, and once the output is longer than that, all of it (up to `max_saved` bytes) is written
-to a file the agent can read.
+`Output` keeps memory bounded whatever a command prints: the first and last `keep` bytes stay in
+memory, and once the output is longer than both, all of it (up to `max_saved` bytes) is written to a
+file the agent can read.
 """
 
 from __future__ import annotations
@@ -37,19 +37,20 @@ class Output:
         self._file: IO[bytes] | None = None
 
     def add(self, chunk: bytes) -> None:
-        first_spill = self.total <= self.keep < self.total + len(chunk)
+        before = self.total
         self.total += len(chunk)
         room = max(0, self.keep - len(self.head))
         self.head += chunk[:room]
         rest = chunk[room:]
-        if rest:
-            self.tail = (self.tail + rest)[-self.keep :]
-        if first_spill:  # everything so far is the head plus the rest of this chunk
+        limit = 2 * self.keep
+        if before <= limit < self.total:  # from now on the output is cut: save all of it
             self.saved = self.spill()
             self._file = self.saved.open("wb") if self.saved else None
-            self._write(bytes(self.head) + rest)
-        elif self.total > self.keep:
+            self._write(bytes(self.head) + bytes(self.tail) + rest)  # the tail is still whole here
+        elif self.total > limit:
             self._write(chunk)
+        if rest:
+            self.tail = (self.tail + rest)[-self.keep :]
 
     def _write(self, data: bytes) -> None:
         if self._file and self.saved_bytes < self.max_saved:
@@ -65,8 +66,8 @@ class Output:
     def render(self, root: Path) -> str:
         self.close()
         head = self.head.decode(errors="replace")
-        if self.total <= self.keep:
-            return head
+        if self.total <= 2 * self.keep:
+            return head + self.tail.decode(errors="replace")
         more = self.total - len(self.head) - len(self.tail)
         if self.saved is None:
             where = "not saved: .hilbert/ is not a folder inside the workspace"
@@ -74,8 +75,7 @@ class Output:
             rel = self.saved.relative_to(root.resolve()).as_posix()
             cut = f" (cut at {self.max_saved:,} bytes)" if self.saved_bytes >= self.max_saved else ""
             where = f"the whole output is in {rel}{cut}"
-        skipped = f"[... {more:,} more bytes; {where}]\n" if more > 0 else ""
-        return f"{head}\n{skipped}{self.tail.decode(errors='replace')}"
+        return f"{head}\n[... {more:,} more bytes; {where}]\n{self.tail.decode(errors='replace')}"
 
 
 @dataclass(frozen=True)
@@ -87,43 +87,50 @@ class CommandResult:
 async def run_command(
     command: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float, output: Output
 ) -> CommandResult:
-    proc = await asyncio.create_subprocess_exec(
-        "bash",
-        "-c",
-        command,
-        cwd=cwd,
-        env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
+    # The output goes through a pipe of our own rather than asyncio's: asyncio's `wait()` would also
+    # wait for its pipe to close, which a background child (even one in a new session) can hold open
+    # forever. With our own pipe, waiting is for the command alone and we close the pipe ourselves.
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            command,
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    reader = asyncio.StreamReader()
+    pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
 
     async def pump() -> None:
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
+        while chunk := await reader.read(65536):
             output.add(chunk)
 
-    async def exited() -> int:
-        # Not just proc.wait(): it also waits for the pipe to close, which a background child may hold.
-        while proc.returncode is None:
-            if (await asyncio.wait({reader}, timeout=0.05))[0]:
-                return await proc.wait()
-        await asyncio.wait({reader}, timeout=DRAIN_S)
-        return proc.returncode
-
-    reader = asyncio.create_task(pump())
+    pumping = asyncio.create_task(pump())
     try:
-        exit_code: int | None = await asyncio.wait_for(exited(), timeout_s)
+        exit_code: int | None = await asyncio.wait_for(proc.wait(), timeout_s)
+        await asyncio.wait({pumping}, timeout=DRAIN_S)  # what it printed last, unless a child holds the pipe
     except TimeoutError:
         exit_code = None
     finally:
         _kill_group(proc.pid)
         if proc.returncode is None:
             await proc.wait()
-        await asyncio.wait({reader}, timeout=DRAIN_S)
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
+        await asyncio.wait({pumping}, timeout=0.1)
+        pumping.cancel()
+        await asyncio.gather(pumping, return_exceptions=True)
+        pipe.close()
         output.close()
     return CommandResult(exit_code, output)
 

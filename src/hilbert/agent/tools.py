@@ -60,8 +60,8 @@ def read_finish(call: ToolCall) -> tuple[str, str] | ToolOutcome:
     claim, evidence = args.get("claim"), args.get("evidence")
     if call.raw_arguments is not None or not isinstance(claim, str) or not isinstance(evidence, str):
         return ToolOutcome("finish needs {claim: string, evidence: string}; you are not finished yet", True)
-    if not claim.strip():
-        return ToolOutcome("finish needs a claim: say what you did", True)
+    if not claim.strip() or not evidence.strip():
+        return ToolOutcome("finish needs a claim (what you did) and evidence (what shows it works)", True)
     return claim, evidence
 
 
@@ -200,7 +200,9 @@ class ToolBox:
     def edit_file(self, path: str, old: str, new: str) -> str:
         target = confine(self.root, path)
         text = target.read_text()
-        count = text.count(old) if old else 0
+        if not old:
+            raise ToolRefused("edit_file: `old` must not be empty; use write_file to create a file")
+        count = text.count(old)
         if count != 1:
             found = (
                 "not found" if count == 0 else f"found {count} times; include more context to make it unique"

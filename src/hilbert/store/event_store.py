@@ -138,10 +138,9 @@ class EventStore:
     def _refuse_foreign(self) -> None:
         """Never turn somebody else's SQLite file into an event log (WAL mode, our tables)."""
         version = self._retry_busy(lambda: schema_version(self._db))
-        tables = self._retry_busy(
-            lambda: self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        )
-        if version == 0 and tables:
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        tables = self._retry_busy(lambda: {row[0] for row in self._db.execute(query)})
+        if (version == 0 and tables) or (version > 0 and "events" not in tables):
             raise UserError(
                 f"{self.path} is an SQLite database, but not a hilbert event log",
                 hint="point --db at a hilbert event log or at a new file",

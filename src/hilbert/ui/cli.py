@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from hilbert.errors import HilbertError, UserError
+from hilbert.errors import HilbertError, RunError, UserError
 from hilbert.settings import Settings
 
 
@@ -92,6 +92,8 @@ def agent(task: str, workspace: Path, name: str, **options: Any) -> None:
     result = asyncio.run(
         run_one_agent(settings, task=task, workspace=workspace, name=name, run=f"run-{uuid.uuid4().hex[:8]}")
     )
+    if result.status == "error":  # the model failed for good: say what to do, in one line
+        raise RunError(result.reason)
     sys.exit(0 if result.status == "finished" else 1)
 
 

@@ -43,10 +43,14 @@ from hilbert.testing.fake_server.wire import BadRequest, Ids, check_tool_results
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "fake-model"
-_FAULT_MESSAGES = {
+_FAULT_MESSAGES: dict[int | str, str] = {
     429: "Rate limit exceeded (fake server fault 429); retry after the Retry-After delay.",
     500: "Internal server error (fake server fault 500).",
     529: "Overloaded (fake server fault 529).",
+    401: "Incorrect API key provided (fake server fault 401).",
+    404: "The model does not exist or you do not have access to it (fake server fault 404).",
+    400: "prompt is too long: the input exceeds the maximum context length (fake server fault overflow).",
+    "refused": "Your request was rejected by the safety system (fake server fault refused).",
 }
 
 
@@ -158,13 +162,14 @@ class FakeApp:
         self.models_seen.add(conversation.model)
         entry["stream"] = parsed.stream
         fault = entry["fault"] = self.faults.draw(self._fault_rng)
-        if fault in ("429", "500", "529"):
-            status = int(fault)
+        if fault in ("429", "500", "529", "401", "404", "overflow", "refused"):
+            status = 400 if fault in ("overflow", "refused") else int(fault)
             headers = None
             if status == 429:
                 delay = self.faults.retry_after_s
                 headers = {"retry-after": str(math.ceil(delay)), "retry-after-ms": str(round(delay * 1000))}
-            return self._error(entry, wire, status, _FAULT_MESSAGES[status], headers)
+            message = _FAULT_MESSAGES["refused" if fault == "refused" else status]
+            return self._error(entry, wire, status, message, headers)
         if fault == "hang":
             self._record(entry, None)
             give_up = wire.error_body(

@@ -11,6 +11,10 @@ per completion request (their sum at most 1); each request draws at most one, fr
     hang      the request is accepted and never answered until the client disconnects (or hang_s)
     truncate  the response stops half way and the connection is dropped (no final events)
     badjson   one tool call's arguments are not valid JSON (only replies with tool calls are hit)
+    401       the API key is rejected
+    404       the model is unknown (`model_not_found`)
+    overflow  400: the prompt is longer than the model's context window
+    refused   400: the request is refused (as a provider's safety system or a malformed request would be)
 
 Latency: a preset (`none`, the default; `realistic`) and/or `ttft=DIST,tps=DIST,chunk=N`, where DIST
 is a number of seconds (tokens per second for tps), `uniform:LOW:HIGH` or `lognormal:MEDIAN:SIGMA`;
@@ -30,8 +34,8 @@ from typing import Literal
 from hilbert.errors import UserError
 from hilbert.testing.fake_server.policy import Reply
 
-FAULT_KINDS = ("429", "500", "529", "hang", "truncate", "badjson")
-Fault = Literal["429", "500", "529", "hang", "truncate", "badjson"]
+FAULT_KINDS = ("429", "500", "529", "hang", "truncate", "badjson", "401", "404", "overflow", "refused")
+Fault = Literal["429", "500", "529", "hang", "truncate", "badjson", "401", "404", "overflow", "refused"]
 
 _FAULT_HINT = (
     f"use KIND=RATE pairs, e.g. --faults 429=0.1,529=0.05,truncate=0.05 (kinds: {', '.join(FAULT_KINDS)})"

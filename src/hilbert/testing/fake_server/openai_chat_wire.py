@@ -39,6 +39,7 @@ PROTOCOL: Final = "openai-chat"
 ID_PREFIX = "chatcmpl-"
 _ERROR_TYPES = {
     400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
     404: ("invalid_request_error", "model_not_found"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     529: ("server_error", "overloaded"),

@@ -242,6 +242,16 @@ def render_stream(
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
-    kind = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
-    code = {429: "rate_limit_exceeded", 529: "overloaded"}.get(status)
+    kind = {
+        400: "invalid_request_error",
+        401: "invalid_request_error",
+        404: "invalid_request_error",
+        429: "rate_limit_error",
+    }.get(status, "server_error")
+    code = {
+        401: "invalid_api_key",
+        404: "model_not_found",
+        429: "rate_limit_exceeded",
+        529: "overloaded",
+    }.get(status)
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
