@@ -50,8 +50,8 @@ class RetryPolicy:
 
     def delay_s(self, failed_attempts: int, retry_after_s: float | None, rng: random.Random) -> float:
         """Seconds to wait after `failed_attempts` failures (1 for the first). A server's Retry-After
-        is honoured (never retried sooner) and spread by up to +20 % so that a fleet told to wait the
-        same time does not come back all at once."""
+        is honoured (never retried sooner) and spread by up to +20 % × `jitter` (10 % by default) so
+        that a fleet told to wait the same time does not come back all at once."""
         if retry_after_s is not None:
             return min(retry_after_s * (1.0 + 0.2 * self.jitter * rng.random()), self.max_retry_after_s)
         ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (failed_attempts - 1))
