@@ -54,6 +54,10 @@ def command_env(
     return clean
 
 
+def _clip(line: str, limit: int = 300) -> str:
+    return line if len(line) <= limit else f"{line[:limit]}… [{len(line) - limit} more chars]"
+
+
 def read_finish(call: ToolCall) -> tuple[str, str] | ToolOutcome:
     """The claim and evidence of a `finish` call, or the tool error to answer a malformed one with."""
     args = call.arguments
@@ -162,9 +166,10 @@ class ToolBox:
                 f"the arguments of {call.name} are not a JSON object: {call.raw_arguments[:200]}", True
             )
         try:
-            result = handler(**call.arguments)
-            if asyncio.iscoroutine(result):
-                result = await result
+            if asyncio.iscoroutinefunction(handler):
+                result = await handler(**call.arguments)
+            else:  # file tools can be slow on a big tree: keep the event loop (other agents) free
+                result = await asyncio.to_thread(handler, **call.arguments)
             return result if isinstance(result, ToolOutcome) else ToolOutcome(str(result))
         except ToolRefused as refused:
             return ToolOutcome(str(refused), True)
@@ -227,7 +232,9 @@ class ToolBox:
                 continue
             rel = relative(self.root, file)
             hits.extend(
-                f"{rel}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1) if regex.search(line)
+                f"{rel}:{n}:{_clip(line)}"
+                for n, line in enumerate(text.splitlines(), 1)
+                if regex.search(line)
             )
             if len(hits) > self.max_results:
                 break
