@@ -138,7 +138,9 @@ def demo(directory: Path, seed: int | None, protocol: str) -> None:
 )
 @click.option("--latency", help="Latency spec, e.g. realistic or ttft=0.5,tps=80.")
 @click.option(
-    "--faults", help="Fault rates, e.g. 429=0.1,500=0.05,529=0.05,hang=0.01,truncate=0.05,badjson=0.05."
+    "--faults",
+    help="Fault rates, e.g. 429=0.1,529=0.05,truncate=0.05 (kinds: 429 500 529 hang truncate badjson"
+    " 401 404 overflow refused; options retry_after=S, hang_s=S).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for faults, latency and policies.")
 @click.option(
