@@ -1,4 +1,5 @@
 """The fleet: the plan, the scheduler, the workers' names and the merge queue that together let a lead
-and many named workers carry out a goal in parallel. Issue 3 builds it; today only `names` lives here
-(`names`: the curated list of mathematicians' names, `allocate` and `lookup`).
+and many named workers carry out a goal in parallel. Issue 3 builds it; so far: `names` (mathematicians'
+names, `allocate`, `lookup`), `plan` (`Task`, `Plan`, PLAN.md `parse_plan` / `write_plan`) and
+`plan_markdown` (reading PLAN.md's fences and sections).
 """
