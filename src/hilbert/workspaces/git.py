@@ -1,0 +1,111 @@
+"""The one place hilbert starts a `git` process.
+
+`Git.run(...)` runs git as an argument list (never a shell string) with an environment that nothing a
+worker or the person's machine wrote can steer:
+
+- every inherited `GIT_*` variable is dropped (a harness started from inside a git hook would otherwise
+  act on the wrong repository), then `GIT_CONFIG_NOSYSTEM=1`, `GIT_CONFIG_GLOBAL=/dev/null` and
+  `HOME=<harness folder>` are set, so only the repository's own config and the flags below apply;
+- `-c core.hooksPath=/dev/null` so no hook in any repository ever runs, `-c core.fsmonitor=false` so no
+  configured monitor command runs, `-c gc.auto=0` / `maintenance.auto=false` so nothing repacks behind
+  our back, and a fixed identity (`hilbert <hilbert@localhost>`) with signing off.
+
+A failure becomes `hilbert.errors.RunError` whose message holds git's stderr on one line. Callers that
+expect a non-zero exit as an answer (`merge-base --is-ancestor`, `diff --quiet`) pass `check=False`.
+Nothing here knows about workspaces; that lives in `hilbert.workspaces.workspaces`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hilbert.errors import RunError
+
+HARNESS_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "user.name=hilbert",
+    "user.email=hilbert@localhost",
+)
+
+
+@dataclass(frozen=True)
+class GitResult:
+    """What one git process returned."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Git:
+    """Runs git for the harness; `home` is a harness-owned folder used as `HOME`."""
+
+    home: Path
+
+    def environment(self) -> dict[str, str]:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+        env.update(
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_CONFIG_GLOBAL="/dev/null",
+            GIT_TERMINAL_PROMPT="0",
+            HOME=str(self.home),
+            LC_ALL="C",
+        )
+        return env
+
+    async def run(
+        self,
+        *args: str | os.PathLike[str],
+        cwd: Path | None = None,
+        check: bool = True,
+        stdin: bytes | None = None,
+    ) -> GitResult:
+        """Run `git <harness flags> *args`; raise RunError on a non-zero exit unless `check=False`."""
+        argv = ["git"]
+        for item in HARNESS_CONFIG:
+            argv += ["-c", item]
+        argv += [os.fspath(a) for a in args]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=self.environment(),
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError as err:
+            raise RunError("git is not installed", hint="install git (2.30 or newer) and retry") from err
+        out, err_out = await proc.communicate(stdin)
+        result = GitResult(
+            args=tuple(argv[1 + 2 * len(HARNESS_CONFIG) :]),
+            returncode=proc.returncode if proc.returncode is not None else -1,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err_out.decode("utf-8", "replace"),
+        )
+        if check and result.returncode != 0:
+            raise RunError(
+                f"git {_describe(result.args)} failed (exit {result.returncode}): {one_line(result.stderr)}",
+                hint="the git message above says what is wrong with the repository or ref",
+            )
+        return result
+
+
+def one_line(text: str) -> str:
+    """Squash git's multi-line stderr into one line."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or "(no message)"
+
+
+def _describe(args: tuple[str, ...]) -> str:
+    words = [a for a in args if not a.startswith("--git-dir") and not a.startswith("--work-tree")]
+    return " ".join(words[:4])

@@ -1,0 +1,194 @@
+"""Isolated per-worker checkouts: provision, commit on the worker's behalf, hand over, archive or remove.
+
+Layout under the run's private folder `root` (which is never inside a workspace):
+
+    root/workspaces/<worker>/     the work tree — the only place a worker writes; it has no `.git` entry
+    root/git/<worker>.git/        the worker's own git dir: HEAD, index, config, refs, (no) hooks
+    root/objects/<base-sha>/      read-only object snapshot of the base's history (see `snapshot`)
+    root/archive/                 bundles and tarballs of work that was kept at cleanup
+    root/home/                    HOME for every git process
+
+Each git dir is created with `git --git-dir=G --work-tree=W init --template=` (no sample hooks, no `.git`
+file in W, `core.worktree` recorded for people who inspect it), borrows the snapshot through
+`objects/info/alternates`, and has exactly one ref, `refs/heads/hilbert/<worker>` at the base: no
+remotes, no tags. Every later git call names `--git-dir` and `--work-tree` explicitly, so nothing is
+discovered from the work tree, and the harness flags (`hilbert.workspaces.git`) keep hooks, fsmonitor
+and global/system config out. The harness makes every commit and moves every ref; a sandbox can
+therefore leave only `root/workspaces/<worker>/` writable.
+
+One `Workspaces` object belongs to one event loop (it keeps per-base asyncio locks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hilbert.errors import RunError, UserError
+from hilbert.workspaces.git import Git, GitResult
+from hilbert.workspaces.snapshot import Snapshots, resolve_base
+
+_WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+HARNESS_DIR = ".hilbert"
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """One worker's checkout: where it writes, where its repository lives, its branch and base sha."""
+
+    worker_id: str
+    work_tree: Path
+    git_dir: Path
+    branch: str
+    base: str
+
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+
+class Workspaces:
+    """Provisions isolated checkouts of `repo` for workers, under the run's private folder `root`."""
+
+    def __init__(self, root: Path, repo: Path) -> None:
+        self.root = Path(root).absolute()
+        self.repo = Path(repo).absolute()
+        self.git = Git(home=self.root / "home")
+        self._snapshots = Snapshots(self.git, self.repo, self.root / "objects")
+
+    async def _worker_git(self, checkout: Checkout, *args: str | Path, check: bool = True) -> GitResult:
+        return await self.git.run(
+            f"--git-dir={checkout.git_dir}",
+            f"--work-tree={checkout.work_tree}",
+            *args,
+            cwd=checkout.work_tree,
+            check=check,
+        )
+
+    async def provision(self, worker_id: str, base: str) -> Checkout:
+        """Create `worker_id`'s work tree and private repository, branch `hilbert/<worker_id>` at `base`."""
+        if not _WORKER_ID.match(worker_id) or ".." in worker_id or worker_id.endswith((".lock", ".")):
+            raise UserError(
+                f"bad worker id {worker_id!r}",
+                hint="use letters, digits, '.', '_' and '-' (at most 64), starting with a letter or digit",
+            )
+        work_tree = self.root / "workspaces" / worker_id
+        git_dir = self.root / "git" / f"{worker_id}.git"
+        if work_tree.exists() or git_dir.exists():
+            raise RunError(
+                f"worker {worker_id!r} already has a workspace at {work_tree}",
+                hint="archive_or_remove the old checkout first, or use a new worker id",
+            )
+        (self.root / "home").mkdir(parents=True, exist_ok=True)
+        sha = await resolve_base(self.git, self.repo, base)
+        snapshot = await self._snapshots.ensure(sha)
+        checkout = Checkout(worker_id, work_tree, git_dir, f"hilbert/{worker_id}", sha)
+        work_tree.mkdir(parents=True)
+        git_dir.parent.mkdir(parents=True, exist_ok=True)
+        await self.git.run(
+            f"--git-dir={git_dir}",
+            f"--work-tree={work_tree}",
+            "init",
+            "--quiet",
+            "--template=",
+            f"--initial-branch={checkout.branch}",
+        )
+        info = git_dir / "objects" / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "alternates").write_text(f"{snapshot}\n")
+        (git_dir / "info").mkdir(exist_ok=True)
+        (git_dir / "info" / "exclude").write_text(f"/{HARNESS_DIR}/\n")
+        await self._worker_git(checkout, "update-ref", checkout.ref, sha, "")
+        await self._worker_git(checkout, "reset", "--hard", "--quiet", checkout.ref)
+        return checkout
+
+    async def commit(self, checkout: Checkout, message: str) -> str | None:
+        """Commit all changes in the work tree (incl. deletions, not `.hilbert/`); None if there are none."""
+        await self._worker_git(checkout, "add", "--all")  # `.hilbert/` is in the git dir's info/exclude
+        staged = await self._worker_git(checkout, "diff", "--cached", "--quiet", check=False)
+        if staged.returncode == 0:
+            return None
+        if staged.returncode != 1:
+            raise RunError(f"git diff --cached failed in {checkout.git_dir}: {staged.stderr.strip()}")
+        await self._worker_git(
+            checkout, "commit", "--quiet", "--no-verify", "--allow-empty-message", "-m", message
+        )
+        head = await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)
+        return head.stdout.strip()
+
+    async def fetch_into(self, checkout: Checkout, target_repo: Path, ref: str) -> str:
+        """Copy the worker's branch into `target_repo` as `ref` (forced: the caller owns `ref`); its sha."""
+        if not ref.startswith("refs/"):
+            raise UserError(f"ref {ref!r} must be a full ref name", hint="e.g. refs/hilbert/queue/<worker>")
+        await self.git.run("check-ref-format", ref)
+        await self.git.run(
+            "-C", Path(target_repo).absolute(), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+            checkout.git_dir, f"+{checkout.ref}:{ref}",
+        )  # fmt: skip
+        tip = await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)
+        return tip.stdout.strip()
+
+    async def archive_or_remove(
+        self, checkout: Checkout, integration_repo: Path, integration_ref: str
+    ) -> str:
+        """Remove the checkout if it holds nothing new, else archive it first; says what was kept."""
+        tip = (await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)).stdout.strip()
+        status = await self._worker_git(checkout, "status", "--porcelain", "--untracked-files=all")
+        dirty = [line for line in status.stdout.splitlines() if line.strip()]
+        unmerged = 0
+        if tip != checkout.base:
+            count = await self._worker_git(
+                checkout, "rev-list", "--count", f"{checkout.base}..{checkout.ref}"
+            )
+            merged = await self.git.run(
+                "-C", Path(integration_repo).absolute(), "merge-base", "--is-ancestor", tip, integration_ref,
+                check=False,
+            )  # fmt: skip
+            if merged.returncode != 0:  # 1: not an ancestor; 128: the integration repo lacks the commit
+                unmerged = int(count.stdout.strip() or "0")
+        name = checkout.worker_id
+        if not dirty and not unmerged:
+            await self._remove(checkout)
+            return f"{name}: removed workspace (no uncommitted changes, branch merged into {integration_ref})"
+        kept = await self._archive(checkout, unmerged)
+        await self._remove(checkout)
+        why = []
+        if unmerged:
+            why.append(f"{unmerged} commit(s) not in {integration_ref}")
+        if dirty:
+            why.append(f"{len(dirty)} uncommitted change(s)")
+        return f"{name}: archived {' and '.join(why)} to {', '.join(str(p) for p in kept)}; removed workspace"
+
+    async def _archive(self, checkout: Checkout, unmerged: int) -> list[Path]:
+        archive = self.root / "archive"
+        archive.mkdir(parents=True, exist_ok=True)
+        stem = archive / f"{checkout.worker_id}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}"
+        kept: list[Path] = []
+        if unmerged:
+            bundle = stem.with_suffix(".bundle")
+            await self._worker_git(
+                checkout, "bundle", "create", "--quiet", bundle, checkout.ref, f"^{checkout.base}"
+            )
+            await self._worker_git(checkout, "bundle", "verify", "--quiet", bundle)
+            kept.append(bundle)
+        tarball = stem.with_suffix(".tar.gz")
+        await asyncio.to_thread(_tar, checkout.work_tree, tarball, checkout.worker_id)
+        kept.append(tarball)
+        return kept
+
+    async def _remove(self, checkout: Checkout) -> None:
+        for path in (checkout.work_tree, checkout.git_dir):
+            await asyncio.to_thread(shutil.rmtree, path)
+
+
+def _tar(work_tree: Path, tarball: Path, arcname: str) -> None:
+    """The whole work tree (tracked, untracked and ignored files) as `<arcname>/...`."""
+    partial = tarball.with_name(tarball.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(work_tree, arcname=arcname)
+    partial.rename(tarball)

@@ -1,0 +1,225 @@
+"""Isolated worker checkouts on real git repositories in tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from hilbert.errors import RunError, UserError
+from hilbert.workspaces import Checkout, Workspaces
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Plain git as a person would run it (but without their global config)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null", HOME=str(cwd))
+    return subprocess.run(
+        ["git", "-c", "user.name=person", "-c", "user.email=person@example.com", *args],
+        cwd=cwd,
+        env=env,
+        check=check,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.fixture
+def person_repo(tmp_path: Path) -> Path:
+    """A repository with ~100 files and two commits on main."""
+    repo = tmp_path / "person"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    for i in range(100):
+        sub = repo / f"pkg{i % 10}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"mod{i}.py").write_text(f"VALUE = {i}\n")
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "first")
+    (repo / "README.md").write_text("hello again\n")
+    git(repo, "commit", "--quiet", "-am", "second")
+    return repo
+
+
+def head(repo: Path, rev: str = "HEAD") -> str:
+    return git(repo, "rev-parse", rev).stdout.strip()
+
+
+def wgit(checkout: Checkout, *args: str, check: bool = True):
+    return git(
+        checkout.work_tree, f"--git-dir={checkout.git_dir}", f"--work-tree={checkout.work_tree}", *args,
+        check=check,
+    )  # fmt: skip
+
+
+def test_each_worker_sees_only_its_own_branch_and_no_dot_git(tmp_path: Path, person_repo: Path) -> None:
+    refs_before = git(person_repo, "for-each-ref").stdout
+    ws = Workspaces(tmp_path / "run", person_repo)
+
+    async def go() -> tuple[Checkout, Checkout]:
+        return await ws.provision("w1", "main"), await ws.provision("w2", "main")
+
+    a, b = asyncio.run(go())
+    base = head(person_repo)
+    for c in (a, b):
+        refs = wgit(c, "for-each-ref", "--format=%(refname)").stdout.split()
+        assert refs == [f"refs/heads/hilbert/{c.worker_id}"]
+        assert wgit(c, "rev-parse", "HEAD").stdout.strip() == base == c.base
+        assert wgit(c, "remote").stdout == ""
+        assert not (c.work_tree / ".git").exists()
+        assert not c.git_dir.is_relative_to(c.work_tree)
+        assert (c.work_tree / "pkg3" / "mod13.py").read_text() == "VALUE = 13\n"
+        assert wgit(c, "status", "--porcelain").stdout == ""
+    assert a.git_dir != b.git_dir and a.work_tree != b.work_tree
+    assert git(person_repo, "for-each-ref").stdout == refs_before  # nothing written to the person's repo
+    assert git(person_repo, "status", "--porcelain").stdout == ""
+
+
+def test_later_commits_and_other_workers_objects_are_unreachable(tmp_path: Path, person_repo: Path) -> None:
+    ws = Workspaces(tmp_path / "run", person_repo)
+    old = head(person_repo, "HEAD~1")
+    a = asyncio.run(ws.provision("w1", old))
+    b = asyncio.run(ws.provision("w2", old))
+    later = head(person_repo)  # the person's "second" commit, after the base
+    (person_repo / "new.txt").write_text("after provisioning\n")
+    git(person_repo, "add", "-A")
+    git(person_repo, "commit", "--quiet", "-m", "third")
+    newest = head(person_repo)
+    (a.work_tree / "mine.txt").write_text("worker one's secret\n")
+    a_commit = asyncio.run(ws.commit(a, "w1 work"))
+    assert a_commit is not None
+    assert wgit(a, "cat-file", "-e", a_commit).returncode == 0
+    for sha in (later, newest):
+        assert wgit(a, "cat-file", "-e", sha, check=False).returncode != 0
+        assert wgit(b, "cat-file", "-e", sha, check=False).returncode != 0
+    assert wgit(b, "cat-file", "-e", a_commit, check=False).returncode != 0
+    assert wgit(b, "cat-file", "-e", old).returncode == 0
+
+
+def test_hooks_never_run_and_person_hooks_untouched(tmp_path: Path, person_repo: Path) -> None:
+    def person_hooks() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in (person_repo / ".git" / "hooks").iterdir()}
+
+    hooks_before = person_hooks()
+    assert hooks_before  # git init's sample hooks are there to be compared
+    ws = Workspaces(tmp_path / "run", person_repo)
+    a = asyncio.run(ws.provision("w1", "main"))
+    b = asyncio.run(ws.provision("w2", "main"))
+    fired = tmp_path / "hook-fired"
+    for c in (a, b):
+        hooks = c.git_dir / "hooks"
+        hooks.mkdir(exist_ok=True)
+        for name in ("pre-commit", "post-commit", "commit-msg", "reference-transaction"):
+            (hooks / name).write_text(f"#!/bin/sh\ntouch {fired}-{c.worker_id}-{name}\n")
+            (hooks / name).chmod(0o755)
+    # the hook really would run for a plain `git commit` in that repository
+    (a.work_tree / "probe.txt").write_text("x\n")
+    wgit(a, "add", "probe.txt")
+    wgit(a, "commit", "-q", "-m", "probe")
+    assert (tmp_path / "hook-fired-w1-post-commit").exists()
+    for f in tmp_path.glob("hook-fired-*"):
+        f.unlink()
+
+    for c in (b, a):
+        (c.work_tree / "change.txt").write_text(c.worker_id)
+        assert asyncio.run(ws.commit(c, f"work of {c.worker_id}")) is not None
+    assert list(tmp_path.glob("hook-fired-*")) == []
+    assert person_hooks() == hooks_before
+
+
+def test_commit_round_trip_and_fetch_into(tmp_path: Path, person_repo: Path) -> None:
+    ws = Workspaces(tmp_path / "run", person_repo)
+    c = asyncio.run(ws.provision("w1", "main"))
+    assert asyncio.run(ws.commit(c, "nothing")) is None
+    (c.work_tree / "README.md").write_text("changed\n")
+    (c.work_tree / "pkg0" / "mod0.py").unlink()
+    (c.work_tree / "added.py").write_text("NEW = 1\n")
+    (c.work_tree / ".hilbert").mkdir()
+    (c.work_tree / ".hilbert" / "notes.json").write_text("{}")
+    sha = asyncio.run(ws.commit(c, "fix the readme"))
+    assert sha is not None and sha == wgit(c, "rev-parse", "HEAD").stdout.strip()
+    assert (
+        wgit(c, "log", "-1", "--format=%s|%an|%P", sha).stdout.strip() == f"fix the readme|hilbert|{c.base}"
+    )
+    changed = set(wgit(c, "diff", "--name-status", c.base, sha).stdout.splitlines())
+    assert changed == {"M\tREADME.md", "D\tpkg0/mod0.py", "A\tadded.py"}
+    assert asyncio.run(ws.commit(c, "again")) is None
+
+    integration = tmp_path / "integration"
+    git(tmp_path, "clone", "--quiet", "--bare", str(person_repo), str(integration))
+    got = asyncio.run(ws.fetch_into(c, integration, "refs/hilbert/queue/w1"))
+    assert got == sha == head(integration, "refs/hilbert/queue/w1")
+    assert git(integration, "show", f"{sha}:added.py").stdout == "NEW = 1\n"
+    with pytest.raises(UserError):
+        asyncio.run(ws.fetch_into(c, integration, "queue/w1"))
+
+
+def test_archive_keeps_unfinished_work_and_removes_merged(tmp_path: Path, person_repo: Path) -> None:
+    ws = Workspaces(tmp_path / "run", person_repo)
+    integration = tmp_path / "integration"
+    git(tmp_path, "clone", "--quiet", "--bare", str(person_repo), str(integration))
+
+    async def setup() -> list[Checkout]:
+        return [await ws.provision(name, "main") for name in ("clean", "merged", "dirty", "unmerged")]
+
+    clean, merged, dirty, unmerged = asyncio.run(setup())
+    (merged.work_tree / "m.txt").write_text("merged\n")
+    merged_sha = asyncio.run(ws.commit(merged, "merged work"))
+    asyncio.run(ws.fetch_into(merged, integration, "refs/heads/main"))
+    assert head(integration, "main") == merged_sha
+    (dirty.work_tree / "untracked.txt").write_text("not committed\n")
+    (unmerged.work_tree / "u.txt").write_text("committed, never merged\n")
+    unmerged_sha = asyncio.run(ws.commit(unmerged, "unmerged work"))
+
+    messages = {
+        c.worker_id: asyncio.run(ws.archive_or_remove(c, integration, "refs/heads/main"))
+        for c in (clean, merged, dirty, unmerged)
+    }
+    for c in (clean, merged, dirty, unmerged):
+        assert not c.work_tree.exists() and not c.git_dir.exists()
+    assert "removed" in messages["clean"] and "archived" not in messages["clean"]
+    assert "archived" not in messages["merged"]
+    assert "1 uncommitted" in messages["dirty"]
+    assert "1 commit(s) not in refs/heads/main" in messages["unmerged"]
+    archive = tmp_path / "run" / "archive"
+    (tarball,) = archive.glob("dirty-*.tar.gz")
+    with tarfile.open(tarball) as tar:
+        member = tar.extractfile("dirty/untracked.txt")
+        assert member is not None and member.read() == b"not committed\n"
+    (bundle,) = archive.glob("unmerged-*.bundle")
+    git(person_repo, "fetch", "--quiet", str(bundle), "refs/heads/hilbert/unmerged:refs/recovered")
+    assert head(person_repo, "refs/recovered") == unmerged_sha
+    assert len(list(archive.glob("*.bundle"))) == 1
+
+
+def test_sixteen_workers_concurrently(tmp_path: Path, person_repo: Path) -> None:
+    ws = Workspaces(tmp_path / "run", person_repo)
+
+    async def go() -> list[Checkout]:
+        return await asyncio.gather(*(ws.provision(f"w{i:02d}", "main") for i in range(16)))
+
+    checkouts = asyncio.run(go())
+    assert len({c.git_dir for c in checkouts}) == 16
+    assert len(list((tmp_path / "run" / "objects").iterdir())) == 1  # one snapshot for the shared base
+    for c in checkouts:
+        assert wgit(c, "for-each-ref", "--format=%(refname)").stdout.split() == [c.ref]
+        assert wgit(c, "status", "--porcelain").stdout == ""
+        assert len(wgit(c, "ls-files").stdout.splitlines()) == 101
+
+
+def test_bad_input_is_a_clear_error(tmp_path: Path, person_repo: Path) -> None:
+    ws = Workspaces(tmp_path / "run", person_repo)
+    with pytest.raises(UserError, match="not a commit"):
+        asyncio.run(ws.provision("w1", "no-such-branch"))
+    with pytest.raises(UserError, match="bad worker id"):
+        asyncio.run(ws.provision("../escape", "main"))
+    asyncio.run(ws.provision("w1", "main"))
+    with pytest.raises(RunError, match="already has a workspace"):
+        asyncio.run(ws.provision("w1", "main"))
+    with pytest.raises(RunError, match=r"git .*failed"):
+        asyncio.run(ws.git.run("-C", tmp_path, "rev-parse", "--verify", "nothing"))
