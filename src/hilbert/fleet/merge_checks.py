@@ -1,0 +1,158 @@
+"""The merge queue's hands: one scratch work tree where candidates are merged onto a base and checked.
+
+`Scratch` is a `git worktree` of the integration repository (the harness's own, never a worker's), kept
+detached. `build(base, candidates)` resets it to `base` (hard reset plus `clean -ffdx`, so nothing a
+previous check wrote survives) and merges each candidate with `merge --no-ff`, in order; a candidate that
+conflicts is recorded with the conflicting hunks (`git diff` of the unmerged paths, markers included),
+the merge is aborted and the next candidate goes on. `run(command)` runs one shell command in the tree
+with a timeout, its own process group (killed whole on timeout) and no inherited `GIT_*` variables.
+
+What must not live here: deciding what to batch, bisect, accept or reject (that is `merge_queue`), and
+moving the integration branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from hilbert.workspaces.git import Git, GitResult, one_line
+
+OUTPUT_CAP = 20_000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An accepted task's work: `ref` is already fetched into the integration repository."""
+
+    task_id: str
+    ref: str
+    verify: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A candidate that did not merge onto the base; `hunks` is what goes back to the worker."""
+
+    candidate: Candidate
+    files: tuple[str, ...]
+    hunks: str
+
+
+@dataclass(frozen=True)
+class Build:
+    """The result of merging candidates onto `base`: `commit` is the tree the checks run on."""
+
+    base: str
+    commit: str
+    merged: tuple[Candidate, ...]
+    conflicts: tuple[Conflict, ...]
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """One shell command's run in the scratch tree (`output` is stdout+stderr, tail-capped)."""
+
+    command: str
+    returncode: int
+    output: str
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+class Scratch:
+    """A detached worktree of `repo` at `path` in which the queue builds and checks merges."""
+
+    def __init__(self, repo: Path, path: Path, git: Git, *, timeout_s: float) -> None:
+        self.repo = Path(repo).absolute()
+        self.path = Path(path).absolute()
+        self.git = git
+        self.timeout_s = timeout_s
+
+    async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
+        return await self.git.run(*args, cwd=self.path, check=check)
+
+    async def ensure(self, base: str) -> None:
+        """Create the worktree at `base` unless it is already there."""
+        if (self.path / ".git").exists():
+            return
+        await self.git.run("worktree", "prune", cwd=self.repo)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        await self.git.run("worktree", "add", "--detach", self.path, base, cwd=self.repo)
+
+    async def remove(self) -> None:
+        """Unregister and delete the worktree (the merge commits stay in the repository's objects)."""
+        if (self.path / ".git").exists():
+            await self.git.run("worktree", "remove", "--force", self.path, cwd=self.repo)
+        await self.git.run("worktree", "prune", cwd=self.repo)
+
+    async def reset(self, commit: str) -> None:
+        await self._git("reset", "--quiet", "--hard", commit)
+        await self._git("clean", "-ffdxq")
+
+    async def build(self, base: str, candidates: list[Candidate] | tuple[Candidate, ...]) -> Build:
+        """Merge `candidates` onto `base` one by one; conflicting ones are left out with their hunks."""
+        await self.ensure(base)
+        await self.reset(base)
+        merged: list[Candidate] = []
+        conflicts: list[Conflict] = []
+        for cand in candidates:
+            message = f"merge {cand.task_id} ({cand.ref})"
+            result = await self._git("merge", "--no-ff", "--no-edit", "-m", message, cand.ref, check=False)
+            if result.returncode == 0:
+                merged.append(cand)
+                continue
+            conflicts.append(await self._conflict(cand, result.stdout + result.stderr))
+            await self._git("merge", "--abort", check=False)
+            await self.reset("HEAD")
+        head = (await self._git("rev-parse", "HEAD")).stdout.strip()
+        return Build(base=base, commit=head, merged=tuple(merged), conflicts=tuple(conflicts))
+
+    async def _conflict(self, cand: Candidate, message: str) -> Conflict:
+        names = await self._git("diff", "--name-only", "--diff-filter=U", check=False)
+        files = tuple(line for line in names.stdout.splitlines() if line)
+        if not files:  # not a content conflict (e.g. an unknown ref): git's own words are the message
+            return Conflict(cand, (), f"git could not merge {cand.ref}: {one_line(message)}")
+        diff = await self._git("diff", "--", *files, check=False)
+        return Conflict(cand, files, _cap(diff.stdout))
+
+    async def run(self, command: str) -> CommandRun:
+        """Run `bash -c command` in the scratch tree, killing its whole process group on timeout."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            command,
+            cwd=self.path,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), self.timeout_s)
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = await proc.communicate()
+        text = out.decode("utf-8", "replace")
+        if timed_out:
+            text += f"\n[hilbert: killed after {self.timeout_s:g}s]"
+        code = proc.returncode if proc.returncode is not None else -1
+        return CommandRun(command=command, returncode=code, output=_cap(text), timed_out=timed_out)
+
+
+def _cap(text: str) -> str:
+    if len(text) <= OUTPUT_CAP:
+        return text
+    return f"[... {len(text) - OUTPUT_CAP} characters cut ...]\n" + text[-OUTPUT_CAP:]

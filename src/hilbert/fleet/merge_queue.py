@@ -1,0 +1,271 @@
+"""The merge queue: accepted branches land on the integration branch only through commits that passed.
+
+`MergeQueue.submit(Candidate)` queues an accepted task whose branch is already fetched into the
+integration repository; `await process()` takes up to `max_batch` of them and returns one `Outcome` per
+candidate taken:
+
+1. Build: merge each candidate (`merge --no-ff`, see below) onto the integration tip in the scratch
+   tree. A conflict goes back at once as `Outcome("conflict", hunks=...)` and leaves the batch.
+2. Check once: every remaining candidate's `verify`, then the project's `test_command`, on the combined
+   result (fail fast). A failing command is re-run once; passing then is recorded as `flaky_test`
+   with both outputs and counts as green.
+3. Green: `update-ref <branch> <result> <old tip>`, so a concurrent move of the branch is refused; the
+   candidates are `merged`. If refused, the not-yet-landed candidates go back to the front of the
+   queue (`requeued`) and the next `process()` rebuilds them on the new tip.
+4. Red: bisect to one culprit. Test the left half on the tip; green → land it, and the right half is
+   known red on the new tip (it is the same merge sequence that failed), so it is split without a
+   run; red → keep bisecting the left half, the right half waits. A lone known-red candidate is
+   `rejected` with the failing output. What was not landed or rejected is retried as a fresh batch
+   (back to step 1). Test-command runs, the flakiness re-run included: a green batch 1; one culprit
+   among 8 5–6; k culprits about k·(log2(n) + 2) + 1 (two among 8: 10–11, worse than one run each).
+
+Merge, not rebase: `merge --no-ff` keeps the worker's commits byte-for-byte (the shas the harness
+recorded and archived stay true), conflicts are found once per candidate rather than once per replayed
+commit, and each task lands as one first-parent commit that `git revert -m 1` can undo alone.
+
+Only the confirmed batch-level red is re-run for flakiness; red runs inside a bisection are not
+(the batch's failure was already confirmed), so a flaky test inside a bisection could blame the wrong
+half. The branch still only moves to commits whose checks passed.
+
+Every step is reported through `record(kind, data)`; the kinds are the constants below.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from hilbert.fleet.merge_checks import Build, Candidate, CommandRun, Scratch
+from hilbert.workspaces.git import Git, one_line
+
+__all__ = ["Candidate", "MergeQueue", "Outcome"]
+
+MERGE_BATCH_STARTED = "merge_batch_started"
+MERGE_CONFLICT = "merge_conflict"
+MERGE_CHECKS_PASSED = "merge_checks_passed"
+MERGE_CHECKS_FAILED = "merge_checks_failed"
+FLAKY_TEST = "flaky_test"
+MERGE_BISECT = "merge_bisect"
+MERGED = "merged"
+MERGE_REJECTED = "merge_rejected"
+MERGE_REQUEUED = "merge_requeued"
+
+OutcomeKind = Literal["merged", "conflict", "rejected", "requeued"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one candidate: merged at `commit`, conflict with `hunks`, or rejected with `output`."""
+
+    task_id: str
+    kind: OutcomeKind
+    commit: str | None = None
+    hunks: str = ""
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The checks on one build: `failed` is the (confirmed) failing run, None when green."""
+
+    commit: str
+    failed: CommandRun | None
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+
+@dataclass
+class _Attempt:
+    """Mutable state of one `process()` call: the tip it believes in and what it decided so far."""
+
+    tip: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    moved: str = ""  # why the fast-forward was refused, if it was
+
+
+class MergeQueue:
+    """Lands accepted candidates on `branch` of `integration_repo`, batched, checked and bisected."""
+
+    def __init__(
+        self,
+        integration_repo: Path,
+        branch: str,
+        scratch: Path,
+        *,
+        test_command: str,
+        git: Git,
+        record: Callable[[str, dict], None],
+        max_batch: int = 8,
+        command_timeout_s: float = 1800.0,
+    ) -> None:
+        self.repo = Path(integration_repo).absolute()
+        self.branch = branch
+        self.test_command = test_command
+        self.git = git
+        self.record = record
+        self.max_batch = max(1, max_batch)
+        self._scratch = Scratch(self.repo, scratch, git, timeout_s=command_timeout_s)
+        self._queue: deque[Candidate] = deque()
+
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    @property
+    def pending(self) -> tuple[Candidate, ...]:
+        return tuple(self._queue)
+
+    def submit(self, candidate: Candidate) -> None:
+        self._queue.append(candidate)
+
+    async def close(self) -> None:
+        """Remove the scratch worktree; queued candidates stay queued."""
+        await self._scratch.remove()
+
+    async def process(self) -> list[Outcome]:
+        """Take up to `max_batch` queued candidates and land, reject or send back each of them."""
+        batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+        if not batch:
+            return []
+        tip = (await self.git.run("rev-parse", "--verify", self.ref, cwd=self.repo)).stdout.strip()
+        self.record(MERGE_BATCH_STARTED, {"tasks": _ids(batch), "base": tip})
+        attempt = _Attempt(tip=tip)
+        pending = batch
+        while pending and not attempt.moved:
+            pending = await self._land(attempt, pending)
+        if attempt.moved and pending:
+            self._queue.extendleft(reversed(pending))
+            self.record(
+                MERGE_REQUEUED, {"tasks": _ids(pending), "base": attempt.tip, "reason": attempt.moved}
+            )
+            attempt.outcomes += [Outcome(c.task_id, "requeued") for c in pending]
+        return attempt.outcomes
+
+    async def _land(self, attempt: _Attempt, candidates: list[Candidate]) -> list[Candidate]:
+        """One round on a fresh batch; returns the candidates still undecided."""
+        build = await self._build(attempt, candidates)
+        if not build.merged:
+            return []
+        check = await self._check(build, confirm=True)
+        if check.ok:
+            return [] if await self._advance(attempt, build) else list(build.merged)
+        return await self._bisect(attempt, list(build.merged), check)
+
+    async def _bisect(
+        self, attempt: _Attempt, suspects: list[Candidate], red: CheckResult
+    ) -> list[Candidate]:
+        """Find one culprit among `suspects` (known red on the tip); returns the untested rest."""
+        rest: list[Candidate] = []
+        while len(suspects) > 1:
+            middle = len(suspects) // 2
+            left, right = suspects[:middle], suspects[middle:]
+            self.record(
+                MERGE_BISECT,
+                {"suspects": _ids(suspects), "testing": _ids(left), "base": attempt.tip},
+            )
+            build = await self._build(attempt, left)
+            if build.conflicts:  # cannot happen for a prefix of a clean sequence; retry afresh if it does
+                return list(build.merged) + right + rest
+            check = await self._check(build, confirm=False)
+            if check.ok:
+                if not await self._advance(attempt, build):
+                    return suspects + rest
+                suspects = right  # tip + right now replays exactly the sequence that failed
+            else:
+                suspects, red, rest = left, check, right + rest
+        culprit = suspects[0]
+        failed = red.failed
+        assert failed is not None
+        self.record(
+            MERGE_REJECTED,
+            {
+                "task": culprit.task_id,
+                "ref": culprit.ref,
+                "command": failed.command,
+                "exit": failed.returncode,
+                "output": failed.output,
+                "tested_commit": red.commit,
+            },
+        )
+        attempt.outcomes.append(Outcome(culprit.task_id, "rejected", output=failed.output))
+        return rest
+
+    async def _build(self, attempt: _Attempt, candidates: list[Candidate]) -> Build:
+        build = await self._scratch.build(attempt.tip, candidates)
+        for conflict in build.conflicts:
+            cand = conflict.candidate
+            self.record(
+                MERGE_CONFLICT,
+                {
+                    "task": cand.task_id,
+                    "ref": cand.ref,
+                    "base": attempt.tip,
+                    "files": list(conflict.files),
+                    "hunks": conflict.hunks,
+                },
+            )
+            attempt.outcomes.append(Outcome(cand.task_id, "conflict", hunks=conflict.hunks))
+        return build
+
+    async def _check(self, build: Build, *, confirm: bool) -> CheckResult:
+        """Run every candidate's verify, then the test command; `confirm` re-runs a failure once."""
+        commands = [c.verify for c in build.merged if c.verify.strip()] + [self.test_command]
+        tasks = _ids(build.merged)
+        for command in commands:
+            run = await self._scratch.run(command)
+            if run.ok:
+                continue
+            if confirm:
+                again = await self._scratch.run(command)
+                if again.ok:
+                    self.record(
+                        FLAKY_TEST,
+                        {
+                            "tasks": tasks,
+                            "commit": build.commit,
+                            "command": command,
+                            "first_exit": run.returncode,
+                            "first_output": run.output,
+                            "second_output": again.output,
+                        },
+                    )
+                    continue
+            self.record(
+                MERGE_CHECKS_FAILED,
+                {
+                    "tasks": tasks,
+                    "commit": build.commit,
+                    "command": command,
+                    "exit": run.returncode,
+                    "timed_out": run.timed_out,
+                    "output": run.output,
+                    "confirmed": confirm,
+                },
+            )
+            return CheckResult(build.commit, run)
+        self.record(MERGE_CHECKS_PASSED, {"tasks": tasks, "commit": build.commit})
+        return CheckResult(build.commit, None)
+
+    async def _advance(self, attempt: _Attempt, build: Build) -> bool:
+        """Fast-forward the branch to the checked build unless someone moved it; False if refused."""
+        moved = await self.git.run(
+            "update-ref", "-m", "hilbert merge queue", self.ref, build.commit, attempt.tip,
+            cwd=self.repo, check=False,
+        )  # fmt: skip
+        if moved.returncode != 0:
+            attempt.moved = f"fast-forward of {self.ref} to {build.commit} refused: {one_line(moved.stderr)}"
+            return False
+        attempt.tip = build.commit
+        for cand in build.merged:
+            self.record(MERGED, {"task": cand.task_id, "ref": cand.ref, "commit": build.commit})
+            attempt.outcomes.append(Outcome(cand.task_id, "merged", commit=build.commit))
+        return True
+
+
+def _ids(candidates: list[Candidate] | tuple[Candidate, ...]) -> list[str]:
+    return [c.task_id for c in candidates]

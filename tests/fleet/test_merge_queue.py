@@ -1,0 +1,262 @@
+"""The merge queue: accepted branches land batched and checked, a bad one is found by bisection, a conflict
+goes back with its hunks, a flaky test is recorded, and the integration branch only ever moves to a commit
+whose checks pass — in real git repositories with a tiny Python project whose "test suite" is `check.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
+from hilbert.workspaces import Git
+
+PY = shlex.quote(sys.executable)
+
+CHECK_PY = """\
+import importlib, pathlib, sys
+sys.path.insert(0, "src")
+bad = [p.stem for p in sorted(pathlib.Path("src").glob("*.py")) if not importlib.import_module(p.stem).ok()]
+if bad:
+    print("FAILED:", *bad)
+    sys.exit(1)
+print("all ok")
+"""
+
+
+@dataclass
+class Project:
+    tmp: Path
+    git: Git
+    integ: Path
+    work: Path
+    events: list[tuple[str, dict]] = field(default_factory=list)
+
+    @property
+    def runs_file(self) -> Path:
+        return self.tmp / "test-runs.txt"
+
+    @property
+    def verify_file(self) -> Path:
+        return self.tmp / "verify-runs.txt"
+
+    def test_command(self, prefix: str = "") -> str:
+        return f"{prefix}echo run >> {shlex.quote(str(self.runs_file))} && {PY} check.py"
+
+    def runs(self) -> int:
+        return len(self.runs_file.read_text().splitlines()) if self.runs_file.exists() else 0
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.events]
+
+    def queue(self, test_command: str | None = None, command_timeout_s: float = 60.0) -> MergeQueue:
+        return MergeQueue(
+            self.integ,
+            "main",
+            self.tmp / "scratch",
+            test_command=test_command or self.test_command(),
+            git=self.git,
+            record=lambda kind, data: self.events.append((kind, data)),
+            command_timeout_s=command_timeout_s,
+        )
+
+    async def tip(self) -> str:
+        return (await self.git.run("rev-parse", "refs/heads/main", cwd=self.integ)).stdout.strip()
+
+    async def commit(self, name: str, files: dict[str, str], ref: str) -> str:
+        """Commit `files` on top of the first commit; put it into the integration repo at `ref`."""
+        await self.git.run("checkout", "-q", "-B", name, "base", cwd=self.work)
+        for path, text in files.items():
+            (self.work / path).write_text(text)
+        await self.git.run("add", "-A", cwd=self.work)
+        await self.git.run("commit", "-q", "-m", name, cwd=self.work)
+        await self.git.run("push", "-q", self.integ, f"{name}:{ref}", cwd=self.work)
+        return (await self.git.run("rev-parse", "HEAD", cwd=self.work)).stdout.strip()
+
+    async def candidate(
+        self, task: str, *, good: bool = True, extra: dict[str, str] | None = None
+    ) -> Candidate:
+        module = f"def ok():\n    return {good}\n"
+        await self.commit(
+            task, {f"src/{task}.py": module, **(extra or {})}, f"refs/hilbert/candidates/{task}"
+        )
+        verify = f"echo {task} >> {shlex.quote(str(self.verify_file))} && test -f src/{task}.py"
+        return Candidate(task, f"refs/hilbert/candidates/{task}", verify)
+
+    async def assert_never_broken(self) -> None:
+        """The tip, and every commit the queue moved the branch to, passes the project's checks."""
+        landed = {data["commit"] for kind, data in self.events if kind == "merged"}
+        for n, commit in enumerate(sorted(landed | {await self.tip()})):
+            tree = self.tmp / f"verify-{n}"
+            await self.git.run("worktree", "add", "-q", "--detach", tree, commit, cwd=self.integ)
+            done = subprocess.run([sys.executable, "check.py"], cwd=tree, capture_output=True, text=True)
+            assert done.returncode == 0, f"{commit} is broken: {done.stdout}"
+
+    async def files_at_tip(self) -> set[str]:
+        listing = await self.git.run("ls-tree", "-r", "--name-only", "refs/heads/main", cwd=self.integ)
+        return set(listing.stdout.split())
+
+
+async def make_project(tmp: Path) -> Project:
+    (tmp / "home").mkdir()
+    git = Git(home=tmp / "home")
+    project = Project(tmp=tmp, git=git, integ=tmp / "integ.git", work=tmp / "work")
+    await git.run("init", "-q", "--bare", "-b", "main", project.integ)
+    await git.run("init", "-q", "-b", "main", project.work)
+    (project.work / "src").mkdir()
+    (project.work / "check.py").write_text(CHECK_PY)
+    (project.work / "src" / "shared.py").write_text("def ok():\n    return True\n\nVALUE = 1\n")
+    await git.run("add", "-A", cwd=project.work)
+    await git.run("commit", "-q", "-m", "base", cwd=project.work)
+    await git.run("branch", "base", cwd=project.work)
+    await git.run("push", "-q", project.integ, "main:main", cwd=project.work)
+    return project
+
+
+def by_task(outcomes: list[Outcome]) -> dict[str, Outcome]:
+    assert len({o.task_id for o in outcomes}) == len(outcomes), outcomes
+    return {o.task_id: o for o in outcomes}
+
+
+def test_a_clean_batch_of_four_merges_with_one_test_run(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        queue = p.queue()
+        for n in range(4):
+            queue.submit(await p.candidate(f"t{n}"))
+        outcomes = by_task(await queue.process())
+        tip = await p.tip()
+        assert {o.kind for o in outcomes.values()} == {"merged"}
+        assert {o.commit for o in outcomes.values()} == {tip}
+        assert p.runs() == 1
+        assert sorted(p.verify_file.read_text().split()) == ["t0", "t1", "t2", "t3"]
+        assert {f"src/t{n}.py" for n in range(4)} <= await p.files_at_tip()
+        assert p.kinds()[0] == "merge_batch_started" and p.kinds().count("merged") == 4
+        assert "merge_checks_passed" in p.kinds() and queue.pending == ()
+        await p.assert_never_broken()
+        await queue.close()
+        assert not (tmp_path / "scratch").exists()
+        worktrees = await p.git.run("worktree", "list", "--porcelain", cwd=p.integ)
+        assert "scratch" not in worktrees.stdout
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("bad", [0, 5])
+def test_one_bad_candidate_among_eight_is_found_by_bisection(tmp_path: Path, bad: int) -> None:
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        queue = p.queue()
+        for n in range(8):
+            queue.submit(await p.candidate(f"t{n}", good=n != bad))
+        outcomes = by_task(await queue.process())
+        assert outcomes[f"t{bad}"].kind == "rejected"
+        assert f"FAILED: t{bad}" in outcomes[f"t{bad}"].output
+        assert [o.task_id for o in outcomes.values() if o.kind == "merged"] == [
+            f"t{n}" for n in range(8) if n != bad
+        ]
+        assert p.runs() < 8, p.runs()
+        files = await p.files_at_tip()
+        assert f"src/t{bad}.py" not in files and len({f for f in files if f.startswith("src/t")}) == 7
+        assert "merge_bisect" in p.kinds()
+        rejected = [data for kind, data in p.events if kind == "merge_rejected"]
+        assert [r["task"] for r in rejected] == [f"t{bad}"]
+        await p.assert_never_broken()
+
+    asyncio.run(scenario())
+
+
+def test_a_conflict_returns_its_hunks_and_does_not_block_the_rest(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        queue = p.queue()
+        shared = "def ok():\n    return True\n\nVALUE = {}\n"
+        queue.submit(await p.candidate("t0", extra={"src/shared.py": shared.format(2)}))
+        queue.submit(await p.candidate("t1", extra={"src/shared.py": shared.format(3)}))
+        queue.submit(await p.candidate("t2"))
+        queue.submit(await p.candidate("t3"))
+        outcomes = by_task(await queue.process())
+        assert outcomes["t1"].kind == "conflict"
+        assert "<<<<<<<" in outcomes["t1"].hunks
+        assert "VALUE = 2" in outcomes["t1"].hunks and "VALUE = 3" in outcomes["t1"].hunks
+        assert [t for t, o in outcomes.items() if o.kind == "merged"] == ["t0", "t2", "t3"]
+        assert p.runs() == 1
+        (conflict,) = [data for kind, data in p.events if kind == "merge_conflict"]
+        assert conflict["task"] == "t1" and conflict["files"] == ["src/shared.py"]
+        assert "src/t1.py" not in await p.files_at_tip()
+        await p.assert_never_broken()
+
+    asyncio.run(scenario())
+
+
+def test_a_flaky_test_is_recorded_with_both_outputs_and_the_batch_merges(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        flag = shlex.quote(str(tmp_path / "failed-once"))
+        flaky = (
+            f"if [ ! -e {flag} ]; then touch {flag}; echo run >> {p.runs_file}; echo first-flop; exit 1; fi; "
+        )
+        queue = p.queue(test_command=p.test_command(prefix=flaky))
+        queue.submit(await p.candidate("t0"))
+        queue.submit(await p.candidate("t1"))
+        outcomes = by_task(await queue.process())
+        assert {o.kind for o in outcomes.values()} == {"merged"}
+        (flake,) = [data for kind, data in p.events if kind == "flaky_test"]
+        assert "first-flop" in flake["first_output"] and "all ok" in flake["second_output"]
+        assert flake["tasks"] == ["t0", "t1"]
+        assert p.runs() == 2
+        await p.assert_never_broken()
+
+    asyncio.run(scenario())
+
+
+def test_a_concurrent_move_of_the_branch_is_never_overwritten(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        hotfix = await p.commit(
+            "hotfix", {"src/hotfix.py": "def ok():\n    return True\n"}, "refs/heads/hotfix"
+        )
+        flag = shlex.quote(str(tmp_path / "moved-once"))
+        mover = (
+            f"if [ ! -e {flag} ]; then touch {flag}; "
+            f"git --git-dir={shlex.quote(str(p.integ))} update-ref refs/heads/main {hotfix}; fi; "
+        )
+        queue = p.queue(test_command=p.test_command(prefix=mover))
+        queue.submit(await p.candidate("t0"))
+        queue.submit(await p.candidate("t1"))
+        first = by_task(await queue.process())
+        assert {o.kind for o in first.values()} == {"requeued"}
+        assert await p.tip() == hotfix
+        assert [c.task_id for c in queue.pending] == ["t0", "t1"]
+        assert "merge_requeued" in p.kinds() and "merged" not in p.kinds()
+
+        second = by_task(await queue.process())
+        assert {o.kind for o in second.values()} == {"merged"}
+        assert {"src/hotfix.py", "src/t0.py", "src/t1.py"} <= await p.files_at_tip()
+        ancestry = await p.git.run("merge-base", "--is-ancestor", hotfix, "main", cwd=p.integ, check=False)
+        assert ancestry.returncode == 0
+        await p.assert_never_broken()
+
+    asyncio.run(scenario())
+
+
+def test_a_check_that_hangs_is_killed_and_its_candidate_rejected(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        queue = p.queue(command_timeout_s=0.5)
+        good = await p.candidate("t0")
+        hang = await p.candidate("t1")
+        queue.submit(good)
+        queue.submit(Candidate(hang.task_id, hang.ref, "sleep 30"))
+        outcomes = by_task(await queue.process())
+        assert outcomes["t0"].kind == "merged"
+        assert outcomes["t1"].kind == "rejected" and "killed after 0.5s" in outcomes["t1"].output
+        assert "src/t1.py" not in await p.files_at_tip()
+        await p.assert_never_broken()
+
+    asyncio.run(scenario())
