@@ -286,3 +286,26 @@ def test_a_halt_with_a_note_mid_turn_keeps_the_tool_results_together(tmp_path: P
     assert result.status == "halted"
     roles = [m.role for m in rebuild_conversation(store, "r", "Euler")]
     assert roles == ["system", "user", "assistant", "tool", "tool", "user"]
+
+
+class SlowJudge(Policy):
+    """An async hook (it awaits I/O, as a verify run does) sends the first finish back."""
+
+    name = "slow_judge"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
+        self.calls += 1
+        await asyncio.sleep(0.01)
+        return [Resume(Message("user", "checked: not yet"))] if self.calls == 1 else []
+
+
+def test_async_policy_hooks_are_awaited(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    finish = {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "-"}}]}
+    judge = SlowJudge()
+    result, store, _ = run(tmp_path, [finish, finish], [judge])
+    assert result.status == "finished" and result.turns == 2 and judge.calls == 2
+    assert [e.data["by"] for e in store.events(run="r", kinds=["message_injected"])] == ["slow_judge"]

@@ -13,6 +13,7 @@ file should not grow when they arrive.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -80,13 +81,13 @@ class _Loop:
 
     async def run(self) -> Stop:
         while True:
-            halted = self.apply("before_model_call", self.state)
+            halted = await self.apply("before_model_call", self.state)
             stop = halted or await self.turn()
             if stop is None:
                 continue
             if stop.status == "halted":
                 return stop
-            verdict = self.apply("on_stop", self.state, stop)
+            verdict = await self.apply("on_stop", self.state, stop)
             if verdict is None:
                 return stop
             if verdict.status == "halted":
@@ -129,7 +130,7 @@ class _Loop:
             outcome, finished = await self.run_tool(call, stop)
             self.add_tool_result(call, outcome, time.monotonic() - started)
             stop = stop or finished
-            stop = self.apply("after_tool_call", state, call, outcome) or stop
+            stop = await self.apply("after_tool_call", state, call, outcome) or stop
         self.flush()
         return stop
 
@@ -159,21 +160,22 @@ class _Loop:
         self.state.tool_calls += 1
         self.state.messages.append(message)
 
-    def apply(self, moment: str, *args: object) -> Stop | None:
+    async def apply(self, moment: str, *args: object) -> Stop | None:
         """Ask every policy at `moment` (the name of a Policy hook, called with `args`) and carry out
         its actions in order, recording each. Returns a halting Stop; at `on_stop`, a Resume returns
         a Stop with status "resumed". Injections made after a tool call wait for the turn's end."""
         outcome: Stop | None = None
         for policy in self.policies:
-            for action in getattr(policy, moment)(*args):
+            actions = getattr(policy, moment)(*args)
+            for action in await actions if inspect.isawaitable(actions) else actions:
                 if isinstance(action, Halt):
-                    self.record(
-                        "policy_action",
-                        policy=policy.name,
-                        moment=moment,
-                        action="halt",
-                        reason=action.reason,
-                    )
+                    halt = {
+                        "policy": policy.name,
+                        "moment": moment,
+                        "action": "halt",
+                        "reason": action.reason,
+                    }
+                    self.record("policy_action", **halt)
                     if moment != "after_tool_call":  # mid-turn, turn() flushes after the last result
                         self.flush()
                     return Stop("halted", reason=action.reason)
@@ -188,12 +190,7 @@ class _Loop:
 
     def flush(self) -> None:
         for policy, moment, action in self.pending:
-            self.record(
-                "message_injected",
-                by=policy,
-                moment=moment,
-                action=action.kind,
-                message=self.store.put_messages([action.message])[0],
-            )
+            message = self.store.put_messages([action.message])[0]
+            self.record("message_injected", by=policy, moment=moment, action=action.kind, message=message)
             self.state.messages.append(action.message)
         self.pending.clear()

@@ -1,7 +1,9 @@
 """The loop's one plug-in interface, and the simplest policies.
 
 A policy is a small object that looks at the loop's state at three moments and answers with
-*actions* (data), never by raising or by reaching into the loop:
+*actions* (data), never by raising or by reaching into the loop. A hook may also be `async def`
+(the loop awaits it) when answering needs I/O — e.g. the harness running a verify command at
+`on_stop` without blocking the other agents:
 
 - `before_model_call(state)`  → e.g. inject a reminder, halt on a budget;
 - `after_tool_call(state, call, outcome)` → e.g. notice repeated failing edits;
@@ -13,7 +15,7 @@ Every action a policy takes is recorded in the event log by the loop.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -73,6 +75,7 @@ class Resume:
 
 
 Action = Inject | Halt | Resume
+Actions = Sequence[Action] | Awaitable[Sequence[Action]]  # a hook may be sync or async
 
 
 @dataclass
@@ -94,13 +97,13 @@ class Policy:
 
     name = "policy"
 
-    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+    def before_model_call(self, state: LoopState) -> Actions:
         return ()
 
-    def after_tool_call(self, state: LoopState, call: ToolCall, outcome: ToolOutcome) -> Sequence[Action]:
+    def after_tool_call(self, state: LoopState, call: ToolCall, outcome: ToolOutcome) -> Actions:
         return ()
 
-    def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
+    def on_stop(self, state: LoopState, stop: Stop) -> Actions:
         return ()
 
 
