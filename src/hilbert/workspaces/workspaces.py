@@ -121,6 +121,23 @@ class Workspaces:
         head = await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)
         return head.stdout.strip()
 
+    async def tip(self, checkout: Checkout) -> str:
+        """The sha the worker's branch points at."""
+        return (await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)).stdout.strip()
+
+    async def export(self, checkout: Checkout, commit: str, dest: Path) -> Path:
+        """A clean copy of `commit`'s tree (no git dir, nothing the worker left uncommitted) in `dest`,
+        for checks that must not run in the worker's own workspace."""
+        dest.mkdir(parents=True, exist_ok=False)
+        archive = dest.with_name(dest.name + ".tar")
+        await self._worker_git(checkout, "archive", "--format=tar", f"--output={archive}", commit)
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(dest, filter="data")
+        finally:
+            archive.unlink(missing_ok=True)
+        return dest
+
     async def fetch_into(self, checkout: Checkout, target_repo: Path, ref: str) -> str:
         """Copy the worker's branch into `target_repo` as `ref` (forced: the caller owns `ref`); its sha."""
         if not ref.startswith("refs/"):

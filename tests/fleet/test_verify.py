@@ -1,0 +1,134 @@
+"""A worker's word closes nothing: the harness verifies a clean checkout of its commit and sends it back."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hilbert.agent.loop import run_agent
+from hilbert.agent.tools import ToolBox, command_env
+from hilbert.fleet.plan import Task
+from hilbert.fleet.verify import HarnessVerify
+from hilbert.models import make_model
+from hilbert.store import EventStore
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.fake_server.policies import ScriptedPolicy
+from hilbert.workspaces import Workspaces
+
+CHECK = "python3 check.py"
+
+
+def make_repo(path: Path) -> None:
+    path.mkdir()
+    (path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (path / "check.py").write_text(
+        "import calc\ntry:\n    import local_fix  # noqa\nexcept ImportError:\n    pass\n"
+        "assert calc.add(2, 3) == 5, calc.add(2, 3)\nprint('ok')\n"
+    )
+    (path / ".gitignore").write_text("local_fix.py\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+    ):
+        subprocess.run(["git", *args], cwd=path, check=True)
+
+
+def finish(claim: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "finish", "arguments": {"claim": claim, "evidence": "trust me"}}]}
+
+
+def write(path: str, content: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]}
+
+
+def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> None:
+    make_repo(tmp_path / "repo")
+    # 1: claims done without a change; 2: a git-ignored "fix" that only works in its own workspace;
+    # 3: claims again; 4: the real fix; 5: finish.
+    hack = "import calc\ncalc.add = lambda a, b: a + b\n"
+    turns = [
+        finish("done"),
+        write("local_fix.py", hack),
+        finish("fixed now"),
+        write("calc.py", "def add(a, b):\n    return a + b\n"),
+        finish("really fixed"),
+    ]
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    async def main() -> tuple[Any, HarnessVerify]:
+        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
+        checkout = await spaces.provision("gauss", "main")
+        task = Task(id="T1", title="fix add", verify=CHECK, claims=("calc.py",))
+        verify = HarnessVerify(
+            task,
+            spaces,
+            checkout,
+            lambda kind, data: events.append((kind, data)),
+            scratch=tmp_path / "run" / "scratch",
+            env=command_env(hilbert_python_first=True),
+        )
+        with (
+            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
+            EventStore.open(tmp_path / "log.db") as store,
+        ):
+            model = make_model(f"anthropic:fake@{server.base_url}", env={})
+            result = await run_agent(
+                run="r",
+                agent="gauss",
+                task="make check.py pass",
+                model=model,
+                store=store,
+                toolbox=ToolBox(checkout.work_tree),
+                policies=[verify],
+            )
+        return result, verify
+
+    result, verify = asyncio.run(main())
+    assert result.status == "finished" and result.claim == "really fixed" and result.turns == 5
+    runs = [data for kind, data in events if kind == "verify_run"]
+    assert [r["passed"] for r in runs] == [False, False, True]
+    assert "AssertionError" in runs[1]["output"]  # the ignored local fix did not come along
+    assert verify.passed_commit == runs[2]["commit"]
+    shown = subprocess.run(
+        ["git", f"--git-dir={tmp_path}/run/git/gauss.git", "show", f"{runs[2]['commit']}:calc.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "a + b" in shown
+
+
+def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) -> None:
+    make_repo(tmp_path / "repo")
+
+    async def main() -> Any:
+        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
+        checkout = await spaces.provision("noether", "main")
+        task = Task(id="T1", title="fix add", verify=CHECK)
+        verify = HarnessVerify(
+            task,
+            spaces,
+            checkout,
+            lambda kind, data: None,
+            max_rounds=2,
+            scratch=tmp_path / "run" / "scratch",
+            env=command_env(hilbert_python_first=True),
+        )
+        with FakeServer(ScriptedPolicy.from_turns([finish("a"), finish("b"), finish("c")])) as server:
+            model = make_model(f"openai:fake@{server.openai_base_url}", env={})
+            with EventStore.open(tmp_path / "log.db") as store:
+                return await run_agent(
+                    run="r",
+                    agent="noether",
+                    task="t",
+                    model=model,
+                    store=store,
+                    toolbox=ToolBox(checkout.work_tree),
+                    policies=[verify],
+                )
+
+    result = asyncio.run(main())
+    assert result.status == "halted" and "after 2 rounds" in result.reason and result.turns == 2
