@@ -20,7 +20,7 @@ from dataclasses import asdict
 
 from hilbert.agent.policies import AgentResult, Halt, Inject, LoopState, Policy, Resume, Stop
 from hilbert.agent.prompts import SYSTEM_PROMPT
-from hilbert.agent.tools import FINISH, ToolBox, ToolOutcome, read_finish
+from hilbert.agent.tools import FINISH, ToolOutcome, Tools, read_finish
 from hilbert.errors import ModelError
 from hilbert.models.types import Message, Model, ToolCall
 from hilbert.store import EventStore
@@ -32,7 +32,7 @@ async def run_agent(
     agent: str,
     task: str,
     model: Model,
-    toolbox: ToolBox,
+    toolbox: Tools,
     store: EventStore,
     policies: Sequence[Policy] = (),
     system_prompt: str = SYSTEM_PROMPT,
@@ -65,7 +65,7 @@ async def run_agent(
 
 class _Loop:
     def __init__(
-        self, state: LoopState, model: Model, toolbox: ToolBox, store: EventStore, policies: Sequence[Policy]
+        self, state: LoopState, model: Model, toolbox: Tools, store: EventStore, policies: Sequence[Policy]
     ) -> None:
         self.state, self.model, self.toolbox, self.store, self.policies = (
             state,

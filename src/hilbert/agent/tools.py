@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hilbert.agent.paths import ToolRefused, confine, relative
 from hilbert.agent.shell import Output, run_command
@@ -125,6 +125,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         evidence=_STR,
     ),
 )
+
+
+class Tools(Protocol):
+    """What the loop needs of an agent's tools: the workspace, the specs offered, and running a call
+    (never raising for a bad call). `ToolBox` is the worker's set; the lead's planning tools are another."""
+
+    root: Path
+
+    def specs(self) -> tuple[ToolSpec, ...]: ...
+
+    async def run(self, call: ToolCall) -> ToolOutcome: ...
 
 
 class ToolBox:

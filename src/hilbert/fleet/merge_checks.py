@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hilbert.agent.tools import command_env
 from hilbert.workspaces.git import Git, GitResult, one_line
 
 OUTPUT_CAP = 20_000
@@ -70,11 +72,14 @@ class CommandRun:
 class Scratch:
     """A detached worktree of `repo` at `path` in which the queue builds and checks merges."""
 
-    def __init__(self, repo: Path, path: Path, git: Git, *, timeout_s: float) -> None:
+    def __init__(
+        self, repo: Path, path: Path, git: Git, *, timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> None:
         self.repo = Path(repo).absolute()
         self.path = Path(path).absolute()
         self.git = git
         self.timeout_s = timeout_s
+        self.env = {k: v for k, v in command_env(env).items() if not k.startswith("GIT_")}
 
     async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
         return await self.git.run(*args, cwd=self.path, check=check)
@@ -125,13 +130,12 @@ class Scratch:
 
     async def run(self, command: str) -> CommandRun:
         """Run `bash -c command` in the scratch tree, killing its whole process group on timeout."""
-        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
         proc = await asyncio.create_subprocess_exec(
             "bash",
             "-c",
             command,
             cwd=self.path,
-            env=env,
+            env=self.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -32,8 +32,9 @@ Every step is reported through `record(kind, data)`; the kinds are the constants
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -47,6 +48,7 @@ MERGE_BATCH_STARTED = "merge_batch_started"
 MERGE_CONFLICT = "merge_conflict"
 MERGE_CHECKS_PASSED = "merge_checks_passed"
 MERGE_CHECKS_FAILED = "merge_checks_failed"
+MERGE_CHECKS_BASELINE = "merge_checks_baseline"
 FLAKY_TEST = "flaky_test"
 MERGE_BISECT = "merge_bisect"
 MERGED = "merged"
@@ -102,6 +104,7 @@ class MergeQueue:
         record: Callable[[str, dict], None],
         max_batch: int = 8,
         command_timeout_s: float = 1800.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.repo = Path(integration_repo).absolute()
         self.branch = branch
@@ -109,8 +112,9 @@ class MergeQueue:
         self.git = git
         self.record = record
         self.max_batch = max(1, max_batch)
-        self._scratch = Scratch(self.repo, scratch, git, timeout_s=command_timeout_s)
+        self._scratch = Scratch(self.repo, scratch, git, timeout_s=command_timeout_s, env=env)
         self._queue: deque[Candidate] = deque()
+        self._baselines: dict[str, frozenset[str] | None] = {}  # tip sha -> tests failing there (None: green)
 
     @property
     def ref(self) -> str:
@@ -218,7 +222,7 @@ class MergeQueue:
         tasks = _ids(build.merged)
         for command in commands:
             run = await self._scratch.run(command)
-            if run.ok:
+            if run.ok or (command == self.test_command and await self._no_new_failures(build, run)):
                 continue
             if confirm:
                 again = await self._scratch.run(command)
@@ -251,6 +255,33 @@ class MergeQueue:
         self.record(MERGE_CHECKS_PASSED, {"tasks": tasks, "commit": build.commit})
         return CheckResult(build.commit, None)
 
+    async def _no_new_failures(self, build: Build, run: CommandRun) -> bool:
+        """A project whose tests already fail on the integration tip (a fleet is often there to fix them)
+        cannot demand a green suite from each merge: the bar is *no new failures*. That needs a test
+        runner that names its failures (pytest's `FAILED id` / `ERROR id` lines); with a runner that
+        does not, or when the tip is green, the test command must pass outright."""
+        failing = _failures(run.output)
+        if not failing:
+            return False
+        if build.base not in self._baselines:
+            await self._scratch.reset(build.base)
+            baseline = await self._scratch.run(self.test_command)
+            self._baselines[build.base] = None if baseline.ok else _failures(baseline.output)
+            await self._scratch.reset(build.commit)
+        before = self._baselines[build.base]
+        if before is None or not failing <= before:
+            return False
+        self.record(
+            MERGE_CHECKS_BASELINE,
+            {
+                "commit": build.commit,
+                "base": build.base,
+                "still_failing": sorted(failing),
+                "fixed": sorted(before - failing),
+            },
+        )
+        return True
+
     async def _advance(self, attempt: _Attempt, build: Build) -> bool:
         """Fast-forward the branch to the checked build unless someone moved it; False if refused."""
         moved = await self.git.run(
@@ -265,6 +296,14 @@ class MergeQueue:
             self.record(MERGED, {"task": cand.task_id, "ref": cand.ref, "commit": build.commit})
             attempt.outcomes.append(Outcome(cand.task_id, "merged", commit=build.commit))
         return True
+
+
+_FAILURE_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def _failures(output: str) -> frozenset[str]:
+    """The test ids a pytest-style runner reported as failed or in error."""
+    return frozenset(_FAILURE_LINE.findall(output))
 
 
 def _ids(candidates: list[Candidate] | tuple[Candidate, ...]) -> list[str]:

@@ -45,6 +45,12 @@ def is_reminder(text: str, *, in_tool_output: bool = False) -> bool:
     return bool((_REMINDER_LINE if in_tool_output else _REMINDER).search(text))
 
 
+def _names_tests(word: str, previous: str) -> bool:
+    """A positional pytest argument naming a test file, folder or id (not an option or its value)."""
+    takes_value = previous in ("-p", "-k", "-m", "-c", "-o", "--rootdir", "--tb", "-r")
+    return not word.startswith("-") and not takes_value and (".py" in word or "/" in word or "::" in word)
+
+
 def _command_in(text: str) -> str | None:
     return next((c for c in _BACKTICKED.findall(text) if "test" in c or "make" in c), None)
 
@@ -106,9 +112,12 @@ class Desk:
         return read_pytest(observation.text, observation.exit_code)
 
     def pytest(self, arguments: str) -> str:
-        """The test command (or plain pytest, when the test command is not pytest) with more arguments."""
-        command = self.brief.test_command
-        return f"{command if 'pytest' in command else DEFAULT_TEST_COMMAND} {arguments}"
+        """The test command (or plain pytest, when the test command is not pytest) with more arguments,
+        and without the files or test ids it names: a targeted re-run must run only what it targets."""
+        command = self.brief.test_command if "pytest" in self.brief.test_command else DEFAULT_TEST_COMMAND
+        words = shlex.split(command)
+        kept = [w for i, w in enumerate(words) if not _names_tests(w, words[i - 1] if i else "")]
+        return f"{shlex.join(kept)} {arguments}"
 
     def run_one(self, test_id: str) -> Steps[TestReport]:
         command = self.pytest(f"-x {shlex.quote(test_id)}")

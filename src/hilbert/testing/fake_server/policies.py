@@ -24,7 +24,7 @@ from hilbert.errors import UserError
 from hilbert.models.types import ToolCall
 from hilbert.testing.fake_server.policy import Conversation, Policy, Reply
 
-KNOWN_POLICIES = ("scripted", "echo", "engineer")
+KNOWN_POLICIES = ("scripted", "echo", "engineer", "lead")
 _SPEC_HINT = (
     f"use NAME or NAME:key=value,..., e.g. scripted:file=turns.yaml (known: {', '.join(KNOWN_POLICIES)})"
 )
@@ -63,6 +63,10 @@ def make_policy(spec: str, *, seed: int = 0) -> Policy:
                 hint="use another policy: " + ", ".join(p for p in KNOWN_POLICIES if p != "engineer"),
             ) from None
         return EngineerPolicy.from_options(options, seed)
+    if name == "lead":
+        from hilbert.testing.lead import LeadPolicy
+
+        return LeadPolicy.from_options(options, seed)
     raise UserError(f"unknown policy {name!r}", hint="known policies: " + ", ".join(KNOWN_POLICIES))
 
 

@@ -1,0 +1,248 @@
+"""Running a plan: named workers in isolated workspaces, the harness's verify, the merge queue.
+
+`run_fleet` is the local runtime's loop (a Ray runtime can replace it later): it asks the pure
+`scheduler` what may start, provisions each worker a workspace at the integration tip, runs hilbert's
+agent loop with `HarnessVerify` on stop, sends verified commits through the `MergeQueue`, and retries or
+escalates failures. Every decision is an event of the harness (agent "harness") in the run's log, so
+`status` and resume can be derived from the log.
+
+The person's repository is never written: the run works in a bare clone of it under `root`, whose
+branch `hilbert/integration` only ever moves to commits whose checks passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hilbert.agent.loop import run_agent
+from hilbert.agent.policies import AgentResult, TurnLimit
+from hilbert.agent.tools import ToolBox, command_env
+from hilbert.fleet.merge_queue import Candidate, MergeQueue
+from hilbert.fleet.names import Name, allocate
+from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.scheduler import TaskState, after_failure, blocked, is_finished, ready
+from hilbert.fleet.verify import HarnessVerify
+from hilbert.models.types import Model
+from hilbert.store import EventStore
+from hilbert.workspaces import Git, Workspaces
+
+HARNESS = "harness"
+INTEGRATION = "hilbert/integration"
+WORKER_TASK = """Task {id}: {title}
+
+{description}
+
+The task is done when `{verify}` passes. Change only what the task needs{claims}.
+Do not edit or skip tests. Finish with the command's output as evidence."""
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    workers: int = 4  # agents thinking at once
+    max_attempts: int = 2  # per task, before it goes to the lead
+    verify_rounds: int = 3  # finish → verify → back, per attempt
+    max_turns: int = 60  # per attempt
+    merge_batch: int = 8
+    test_command: str = "python -m pytest -q"
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    states: Mapping[str, TaskState]
+    integration_repo: Path
+    integration_tip: str
+    stuck: Mapping[str, str]
+
+    @property
+    def all_done(self) -> bool:
+        return all(state.status == "done" for state in self.states.values())
+
+
+async def run_fleet(
+    plan: Plan,
+    *,
+    repo: Path,
+    root: Path,
+    run: str,
+    model: Model,
+    store: EventStore,
+    config: FleetConfig = FleetConfig(),
+    env: Mapping[str, str] | None = None,
+) -> FleetResult:
+    fleet = _Fleet(plan, root, run, model, store, config, env)
+    return await fleet.go(Path(repo).absolute())
+
+
+class _Fleet:
+    def __init__(
+        self,
+        plan: Plan,
+        root: Path,
+        run: str,
+        model: Model,
+        store: EventStore,
+        config: FleetConfig,
+        env: Mapping[str, str] | None,
+    ) -> None:
+        self.plan, self.root, self.run, self.model, self.store = (
+            plan,
+            Path(root).absolute(),
+            run,
+            model,
+            store,
+        )
+        self.config, self.env = config, env
+        self.states = {task.id: TaskState(task.id) for task in plan.tasks}
+        self.tasks = {task.id: task for task in plan.tasks}
+        self.names_used: list[str] = []
+        self.git = Git(home=self.root / "home")
+        self.integration = self.root / "integration.git"
+
+    def record(self, kind: str, data: dict[str, Any]) -> None:
+        self.store.append(self.run, HARNESS, kind, data)
+
+    def set_state(self, task_id: str, **changes: Any) -> None:
+        self.states[task_id] = replace(self.states[task_id], **changes)
+        state = self.states[task_id]
+        self.record(
+            "task_state",
+            {"task": task_id, "status": state.status, "attempts": state.attempts, "worker": state.worker},
+        )
+
+    async def go(self, repo: Path) -> FleetResult:
+        (self.root / "home").mkdir(parents=True, exist_ok=True)
+        await self.git.run("clone", "--bare", "--quiet", "--no-tags", repo, self.integration)
+        await self.git.run("-C", self.integration, "branch", INTEGRATION, "HEAD")
+        self.workspaces = Workspaces(self.root, self.integration)
+        self.queue = MergeQueue(
+            self.integration,
+            INTEGRATION,
+            self.root / "merge-scratch",
+            git=self.git,
+            test_command=self.config.test_command,
+            record=self.record,
+            max_batch=self.config.merge_batch,
+            env=self.env,
+        )
+        self.record(
+            "fleet_started",
+            {
+                "tasks": [t.id for t in self.plan.tasks],
+                "workers": self.config.workers,
+                "model": self.model.name,
+                "integration": str(self.integration),
+            },
+        )
+        running: dict[asyncio.Task[Any], str] = {}
+        merging: asyncio.Task[Any] | None = None
+        try:
+            while not is_finished(self.plan, self.states) or self.queue.pending or merging:
+                for task_id in ready(self.plan, self.states, max_running=self.config.workers):
+                    name = allocate(1, taken=self.names_used)[0]
+                    self.names_used.append(name.id)
+                    self.set_state(task_id, status="running", worker=name.display)
+                    running[asyncio.create_task(self.attempt(self.tasks[task_id], name))] = task_id
+                if merging is None and self.queue.pending:
+                    merging = asyncio.create_task(self.queue.process())
+                waiting = set(running) | ({merging} if merging else set())
+                if not waiting:
+                    break  # nothing runs and nothing can start: the rest is blocked
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    if finished is merging:
+                        merging = None
+                        self.merged(finished.result())
+                    else:
+                        self.attempted(running.pop(finished), finished.result())
+        finally:
+            for pending in [*running, *([merging] if merging else [])]:
+                pending.cancel()
+            await asyncio.gather(*running, *([merging] if merging else []), return_exceptions=True)
+            await self.queue.close()
+        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+        stuck = blocked(self.plan, self.states)
+        self.record(
+            "fleet_finished",
+            {"states": {k: v.status for k, v in self.states.items()}, "tip": tip, "stuck": stuck},
+        )
+        return FleetResult(dict(self.states), self.integration, tip, stuck)
+
+    async def attempt(self, task: Task, name: Name) -> tuple[AgentResult, str | None]:
+        """One worker's attempt at a task; its verified commit, already fetched for the merge queue."""
+        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+        checkout = await self.workspaces.provision(name.id, tip)
+        self.record(
+            "task_started",
+            {"task": task.id, "worker": name.display, "base": tip, "workspace": str(checkout.work_tree)},
+        )
+        verify = HarnessVerify(
+            task,
+            self.workspaces,
+            checkout,
+            self.record,
+            scratch=self.root / "verify",
+            env=command_env(self.env),
+            max_rounds=self.config.verify_rounds,
+        )
+        claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
+        prompt = WORKER_TASK.format(
+            id=task.id,
+            title=task.title,
+            description=task.description or task.title,
+            verify=task.verify,
+            claims=claims,
+        )
+        result = await run_agent(
+            run=self.run,
+            agent=name.display,
+            task=prompt,
+            model=self.model,
+            toolbox=ToolBox(checkout.work_tree, env=self.env),
+            store=self.store,
+            policies=[TurnLimit(self.config.max_turns), verify],
+        )
+        ref = None
+        if verify.passed_commit and result.status == "finished":
+            ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
+            await self.workspaces.fetch_into(checkout, self.integration, ref)
+        # Work that reached the integration repo as a candidate is kept there; anything else is archived.
+        kept = await self.workspaces.archive_or_remove(
+            checkout, self.integration, ref or f"refs/heads/{INTEGRATION}"
+        )
+        self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
+        return result, ref
+
+    def attempted(self, task_id: str, outcome: tuple[AgentResult, str | None]) -> None:
+        result, ref = outcome
+        self.record(
+            "task_attempted",
+            {"task": task_id, "status": result.status, "reason": result.reason, "candidate": ref},
+        )
+        if ref is None:
+            self.failed(task_id, f"{result.status}: {result.reason}")
+            return
+        self.set_state(task_id, status="verifying")
+        self.queue.submit(Candidate(task_id, ref, self.tasks[task_id].verify))
+
+    def merged(self, outcomes: list[Any]) -> None:
+        for outcome in outcomes:
+            if outcome.kind == "merged":
+                self.set_state(outcome.task_id, status="done")
+            elif outcome.kind in ("conflict", "rejected"):
+                self.failed(outcome.task_id, f"{outcome.kind}: {outcome.hunks or outcome.output}"[:2000])
+
+    def failed(self, task_id: str, why: str) -> None:
+        self.set_state(task_id, status="failed")
+        decision = after_failure(
+            self.tasks[task_id], self.states[task_id], max_attempts=self.config.max_attempts
+        )
+        self.states[task_id] = decision.state
+        self.record(
+            "task_" + ("retried" if decision.kind == "retry" else "escalated"),
+            {"task": task_id, "why": why, "decision": decision.reason},
+        )
+        self.set_state(task_id)

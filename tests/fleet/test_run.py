@@ -1,0 +1,98 @@
+"""A small fleet end to end: named workers fix a multi-bug project in isolated workspaces; the
+harness verifies each claim, the merge queue lands the work, the integration branch ends green."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+from pathlib import Path
+
+from hilbert.agent.tools import command_env
+from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
+from hilbert.models import make_model
+from hilbert.store import EventStore
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.sample import SampleProject, generate_sample_project
+
+ENV = command_env(hilbert_python_first=True)
+
+
+def git_repo(project: SampleProject) -> None:
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sample"],
+    ):
+        subprocess.run(["git", *args], cwd=project.path, check=True)
+
+
+def plan_for(project: SampleProject) -> Plan:
+    """One task per buggy module (what the lead will write; here the test knows the bugs)."""
+    tasks = []
+    for n, bug in enumerate(sorted({b.file for b in project.bugs}), 1):
+        test_file = f"tests/test_{Path(bug).stem}.py"
+        assert (project.path / test_file).exists()
+        tasks.append(
+            Task(
+                id=f"T{n}",
+                title=f"fix {bug}",
+                claims=(bug,),
+                verify=f"python -m pytest -q -p no:cacheprovider {test_file}",
+            )
+        )
+    return Plan(goal="make the test suite pass", tasks=tuple(tasks))
+
+
+def test_three_workers_fix_three_modules_and_the_integration_branch_is_green(tmp_path: Path) -> None:
+    seed = random.randrange(1_000_000)
+    project = generate_sample_project(tmp_path / "repo", seed, bugs=3)
+    git_repo(project)
+    plan = plan_for(project)
+    with FakeServer("engineer", seed=seed) as server, EventStore.open(tmp_path / "log.db") as store:
+        model = make_model(f"anthropic:fake@{server.base_url}", env={})
+        result = asyncio.run(
+            run_fleet(
+                plan,
+                repo=project.path,
+                root=tmp_path / "run",
+                run="r1",
+                model=model,
+                store=store,
+                env=ENV,
+                config=FleetConfig(workers=3),
+            )
+        )
+        assert result.all_done, (seed, result.states, result.stuck)
+        workers = {e.agent for e in store.events(run="r1") if e.kind == "agent_started"}
+        assert len(workers) == len(plan.tasks) and "harness" not in workers
+        merged = [e.data["task"] for e in store.events(run="r1", agent="harness", kinds=["merged"])]
+        assert sorted(merged) == sorted(t.id for t in plan.tasks)
+    # the integration branch, checked out fresh, passes the whole suite; the person's repo is untouched
+    check = tmp_path / "check"
+    subprocess.run(
+        ["git", "clone", "-q", "-b", INTEGRATION, str(result.integration_repo), str(check)], check=True
+    )
+    assert (
+        subprocess.run(
+            ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=check,
+            env=ENV,
+            capture_output=True,
+        ).returncode
+        == 0
+    ), seed
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=project.path, capture_output=True, text=True
+    )
+    assert (
+        status.stdout == ""
+        and subprocess.run(
+            ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=project.path,
+            env=ENV,
+            capture_output=True,
+        ).returncode
+        != 0
+    )
