@@ -33,11 +33,10 @@ from hilbert.workspaces import Git, Workspaces
 HARNESS = "harness"
 INTEGRATION = "hilbert/integration"
 WORKER_TASK = """Task {id}: {title}
-
-{description}
-
 The task is done when `{verify}` passes. Change only what the task needs{claims}.
-Do not edit or skip tests. Finish with the command's output as evidence."""
+Do not edit or skip tests. Finish with the command's output as evidence.
+
+{description}"""
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,84 @@ def fake_server(**options: Any) -> None:
     serve(**options)
 
 
+_REPO = click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The git repository to work on (never written: the run works in a clone).",
+)
+_MODEL = click.option("--model", "-m", help="Model name, e.g. anthropic:claude-sonnet-4-5.")
+_DB = click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Event log file (default ~/.hilbert/hilbert.db).",
+)
+
+
+@cli.command()
+@click.argument("goal")
+@_REPO
+@_MODEL
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the plan (default ./PLAN.md, or REPO-PLAN.md beside the repo when run inside it).",
+)
+@_DB
+def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
+    """The lead explores the repository and writes PLAN.md: tasks, each with a verify command."""
+    from hilbert.ui.fleet_commands import default_plan_path, plan_command
+
+    settings = Settings.load(options)
+    asyncio.run(plan_command(settings, goal, repo, out or default_plan_path(repo)))
+
+
+@cli.command()
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The plan to carry out (written by `hilbert plan`, edited by you).",
+)
+@_REPO
+@_MODEL
+@click.option(
+    "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
+)
+@_DB
+def run(plan_file: Path, repo: Path, workers: int, **options: Any) -> None:
+    """Carry out a plan with named workers; verified work lands on hilbert/integration."""
+    from hilbert.ui.fleet_commands import run_command
+
+    settings = Settings.load(options)
+    result = asyncio.run(run_command(settings, plan_file, repo, workers=workers))
+    sys.exit(0 if result.all_done else 1)
+
+
+@cli.command()
+@click.option("--run", "run_id", help="Which run (default: the latest).")
+@_DB
+def status(run_id: str | None, db: Path | None) -> None:
+    """One line per agent: name, task, state, turns, tokens, cost, age of its last event."""
+    from hilbert.store import EventStore
+    from hilbert.ui.fleet_commands import status_lines
+
+    settings = Settings.load({"db": db})
+    if not settings.db_path.exists():
+        raise UserError(f"no event log at {settings.db_path}", hint="start a run first, or pass --db")
+    with EventStore.open(settings.db_path) as store:
+        runs = store.runs()
+        if not runs or (run_id is not None and run_id not in runs):
+            raise UserError(
+                f"no run {run_id or ''} in {settings.db_path}".replace("  ", " "),
+                hint=f"known runs: {', '.join(runs[-5:]) or 'none'}",
+            )
+        for line in status_lines(store, run_id or runs[-1]) or ["(no agents yet)"]:
+            click.echo(line)
+
+
 @cli.command("sample-project")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--seed", type=int, default=0, show_default=True, help="Which project and bug(s).")

@@ -1,0 +1,170 @@
+"""`hilbert plan`, `hilbert run` and `hilbert status`: the fleet from the command line.
+
+Each reads or writes the run's event log like every other view; progress is printed from the log as
+it is committed (`EventPrinter`), and `status` is a fold over the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import click
+
+from hilbert.agent.loop import run_agent
+from hilbert.agent.policies import TurnLimit
+from hilbert.errors import UserError
+from hilbert.fleet.lead_tools import PlanningToolBox
+from hilbert.fleet.plan import Plan, parse_plan
+from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.models import PriceTable, make_model
+from hilbert.models.types import Model
+from hilbert.settings import Settings
+from hilbert.store import EventStore, agent_summary
+from hilbert.ui.run_agent import EventPrinter
+
+LEAD_TASK = """Goal: {goal}
+
+Explore the repository with your read-only tools (run its tests), then call write_plan with a plan of
+small, independent tasks: each with the files it expects to change (claims) and a `verify` command that
+proves it done. Then finish."""
+
+
+def model_from(settings: Settings) -> Model:
+    if not settings.model:
+        raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
+    prices = PriceTable.default().with_overrides(settings.prices)
+    return make_model(
+        settings.model,
+        prices=prices,
+        timeout_s=settings.model_timeout_s,
+        max_attempts=settings.model_max_attempts,
+    )
+
+
+def default_plan_path(repo: Path) -> Path:
+    """PLAN.md in the current folder, or beside the repository when the current folder is inside it
+    (the lead's plan is written outside the repository it explores)."""
+    here = Path.cwd().resolve()
+    if here == repo.resolve() or here.is_relative_to(repo.resolve()):
+        return repo.resolve().parent / f"{repo.resolve().name}-PLAN.md"
+    return here / "PLAN.md"
+
+
+async def plan_command(
+    settings: Settings,
+    goal: str,
+    repo: Path,
+    out: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    echo: Callable[[str], None] = click.echo,
+) -> Plan:
+    """Run the lead on `goal` in `repo` until it has written a valid plan to `out`."""
+    _require_repo(repo)
+    model = model_from(settings)
+    tools = PlanningToolBox(repo, out, env=env)
+    run = f"plan-{uuid.uuid4().hex[:8]}"
+    with EventStore.open(settings.db_path) as store:
+        echo(f"run {run}: the lead plans on {model.name} in {repo} (log: {settings.db_path})")
+        printer = EventPrinter(store, run, echo)
+        following = asyncio.create_task(printer.follow())
+        try:
+            result = await run_agent(
+                run=run,
+                agent="lead",
+                task=LEAD_TASK.format(goal=goal),
+                model=model,
+                toolbox=tools,
+                store=store,
+                policies=[TurnLimit(settings.max_turns)],
+            )
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+            printer.flush()
+    if tools.plan is None:
+        raise UserError(
+            f"the lead stopped ({result.status}) without writing a plan", hint=result.reason or None
+        )
+    echo(f"\nwrote {out} with {len(tools.plan.tasks)} tasks; review or edit it, then run it:")
+    echo(f"  hilbert run --plan {out} --repo {repo}")
+    return tools.plan
+
+
+async def run_command(
+    settings: Settings,
+    plan_file: Path,
+    repo: Path,
+    *,
+    workers: int,
+    env: Mapping[str, str] | None = None,
+    echo: Callable[[str], None] = click.echo,
+) -> FleetResult:
+    """Carry out the plan in `plan_file` on `repo` with a fleet of workers, printing progress."""
+    _require_repo(repo)
+    if not plan_file.is_file():
+        raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
+    plan = parse_plan(plan_file.read_text(), source=str(plan_file))
+    model = model_from(settings)
+    run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    root = settings.home / "runs" / run
+    with EventStore.open(settings.db_path) as store:
+        echo(
+            f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name} (log: {settings.db_path})"
+        )
+        printer = EventPrinter(store, run, echo)
+        following = asyncio.create_task(printer.follow())
+        try:
+            result = await run_fleet(
+                plan,
+                repo=repo,
+                root=root,
+                run=run,
+                model=model,
+                store=store,
+                env=env,
+                config=FleetConfig(workers=workers, max_turns=settings.max_turns),
+            )
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+            printer.flush()
+    done = sum(state.status == "done" for state in result.states.values())
+    echo(f"\n{done} of {len(plan.tasks)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
+    for task_id, state in result.states.items():
+        echo(
+            f"  {task_id}: {state.status}"
+            + (f" ({result.stuck[task_id]})" if task_id in result.stuck else "")
+        )
+    echo(f"  get it: git fetch {result.integration_repo} {INTEGRATION}")
+    return result
+
+
+def status_lines(store: EventStore, run: str, now: float | None = None) -> list[str]:
+    """One line per agent of `run`: name, task, state, turns, tokens, cost, age of its last event."""
+    now = time.time() if now is None else now
+    tasks = {
+        e.data.get("worker"): e.data.get("task")
+        for e in store.events(run=run, agent=HARNESS, kinds=["task_started"])
+    }
+    lines = []
+    for agent in store.agents(run):
+        if agent == HARNESS:
+            continue
+        s = agent_summary(store, run, agent)
+        state = "working" if s.status == "running" else s.status
+        tokens = s.usage.input_tokens + s.usage.output_tokens
+        lines.append(
+            f"{agent:<14} {tasks.get(agent) or '-':<6} {state:<10} turns {s.turns:>3}  "
+            f"tokens {tokens:>9,}  ${s.cost_usd:>8.4f}  last event {now - s.last_event_at:>5.0f}s ago"
+        )
+    return lines
+
+
+def _require_repo(repo: Path) -> None:
+    if not (repo / ".git").exists() and not (repo / "HEAD").exists():
+        raise UserError(f"{repo} is not a git repository", hint="point --repo at a git checkout")

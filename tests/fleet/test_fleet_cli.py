@@ -1,0 +1,103 @@
+"""`hilbert plan`, `hilbert run` and `hilbert status` as a person uses them, against the fake lead and
+engineer: the plan is written outside the repository, the run merges verified work onto
+hilbert/integration (green), the person's repository is untouched, and status shows each worker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from hilbert.agent.tools import command_env
+from hilbert.fleet.plan import parse_plan
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.sample import generate_sample_project
+
+
+def hilbert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(cwd / "home")}
+    return subprocess.run(
+        [sys.executable, "-m", "hilbert.ui.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_plan_then_run_then_status(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "repo", 5, bugs=3)
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+    ):
+        subprocess.run(["git", *args], cwd=project.path, check=True)
+    with FakeServer("lead") as lead, FakeServer("engineer") as engineer:
+        planned = hilbert(
+            "plan",
+            "make the tests pass",
+            "--repo",
+            "repo",
+            "--model",
+            f"anthropic:fake@{lead.base_url}",
+            cwd=tmp_path,
+        )
+        assert planned.returncode == 0, planned.stderr + planned.stdout[-2000:]
+        plan = parse_plan((tmp_path / "PLAN.md").read_text())
+        assert len(plan.tasks) >= 2 and all(t.verify and t.claims for t in plan.tasks)
+        ran = hilbert(
+            "run",
+            "--plan",
+            "PLAN.md",
+            "--repo",
+            "repo",
+            "--workers",
+            "3",
+            "--model",
+            f"openai:fake@{engineer.openai_base_url}",
+            cwd=tmp_path,
+        )
+        assert ran.returncode == 0, ran.stderr + ran.stdout[-3000:]
+    assert f"{len(plan.tasks)} of {len(plan.tasks)} tasks merged onto hilbert/integration" in ran.stdout
+    integration = next((tmp_path / "home" / "runs").glob("*/integration.git"))
+    check = tmp_path / "check"
+    subprocess.run(
+        ["git", "clone", "-q", "-b", "hilbert/integration", str(integration), str(check)], check=True
+    )
+    suite = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    assert subprocess.run(suite, cwd=check, env=command_env(hilbert_python_first=True)).returncode == 0
+    assert (
+        subprocess.run(
+            ["git", "status", "--porcelain"], cwd=project.path, capture_output=True, text=True
+        ).stdout
+        == ""
+    )
+    status = hilbert("status", cwd=tmp_path)
+    assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= len(plan.tasks)
+    assert all(" T" in line and "finished" in line for line in status.stdout.strip().splitlines())
+
+
+def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "notgit").mkdir()
+    (tmp_path / "bad.md").write_text("# goal\n\n## T1 — no block\n")
+    for args, expected in [
+        (
+            ["run", "--plan", "missing.md", "--repo", "notgit", "--model", "openai:m@http://127.0.0.1:9/v1"],
+            "not a git repository",
+        ),
+        (
+            ["plan", "g", "--repo", "notgit", "--model", "openai:m@http://127.0.0.1:9/v1"],
+            "not a git repository",
+        ),
+        (["status"], "no event log"),
+    ]:
+        done = hilbert(*args, cwd=tmp_path)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, done.stderr)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    done = hilbert(
+        "run", "--plan", "bad.md", "--repo", "repo", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path
+    )
+    assert done.returncode == 2 and "bad.md:3:" in done.stderr, done.stderr
