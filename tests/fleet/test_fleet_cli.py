@@ -101,3 +101,62 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
         "run", "--plan", "bad.md", "--repo", "repo", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path
     )
     assert done.returncode == 2 and "bad.md:3:" in done.stderr, done.stderr
+
+
+def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "repo", 5, bugs=3)
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+    ):
+        subprocess.run(["git", *args], cwd=project.path, check=True)
+    (tmp_path / "PLAN.md").write_text(
+        "# fix it\n\n## T1 — listops\n\n```yaml hilbert-task\n"
+        "verify: python -m pytest -q tests/test_listops.py\n"
+        "claims: [quickbits/listops.py]\n```\n\n## T2 — numbers\n\n```yaml hilbert-task\n"
+        "verify: python -m pytest -q tests/test_numbers.py\nclaims: [quickbits/numbers.py]\n```\n"
+    )
+    env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
+    with FakeServer("engineer", latency="ttft=0.4,tps=inf") as engineer:
+        fleet = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hilbert.ui.cli",
+                "run",
+                "--plan",
+                "PLAN.md",
+                "--repo",
+                "repo",
+                "--workers",
+                "1",
+                "--model",
+                f"openai:fake@{engineer.openai_base_url}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            while "model call 2:" not in (hilbert("logs", "poincare", cwd=tmp_path).stdout):
+                assert fleet.poll() is None, fleet.communicate()
+            sent = hilbert("send", "POINCARE", "please also add a comment", cwd=tmp_path)
+            assert sent.returncode == 0 and "sent to Poincaré" in sent.stdout
+            asked = hilbert("ask", "Poincaré", cwd=tmp_path)
+            assert asked.returncode == 0 and "Poincaré is on task T1" in asked.stdout
+            assert "no agent" in hilbert("ask", "nobody", cwd=tmp_path).stderr
+            stopped = hilbert("stop", cwd=tmp_path)
+            assert stopped.returncode == 0 and "stop requested" in stopped.stdout
+            out, err = fleet.communicate(timeout=120)
+        finally:
+            if fleet.poll() is None:
+                fleet.kill()
+                fleet.communicate()
+    assert fleet.returncode == 1, out[-2000:] + err  # stopped before finishing: not all merged
+    log = hilbert("logs", "poincare", cwd=tmp_path).stdout
+    assert "please also add a comment" in log and "stopped (halted)" in log
+    assert "the person asked this agent to stop" in log
+    assert "T2: pending" in out  # no new task started after the stop

@@ -21,6 +21,7 @@ from typing import Any
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, TurnLimit
 from hilbert.agent.tools import ToolBox, command_env
+from hilbert.fleet.inbox import Inbox, stop_requested
 from hilbert.fleet.merge_queue import Candidate, MergeQueue
 from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.plan import Plan, Task
@@ -139,8 +140,11 @@ class _Fleet:
         running: dict[asyncio.Task[Any], str] = {}
         merging: asyncio.Task[Any] | None = None
         try:
-            while not is_finished(self.plan, self.states) or self.queue.pending or merging:
-                for task_id in ready(self.plan, self.states, max_running=self.config.workers):
+            while not is_finished(self.plan, self.states) or self.queue.pending or merging or running:
+                stopping = stop_requested(self.store, self.run)
+                for task_id in (
+                    [] if stopping else ready(self.plan, self.states, max_running=self.config.workers)
+                ):
                     name = allocate(1, taken=self.names_used)[0]
                     self.names_used.append(name.id)
                     self.set_state(task_id, status="running", worker=name.display)
@@ -202,7 +206,7 @@ class _Fleet:
             model=self.model,
             toolbox=ToolBox(checkout.work_tree, env=self.env),
             store=self.store,
-            policies=[TurnLimit(self.config.max_turns), verify],
+            policies=[TurnLimit(self.config.max_turns), Inbox(self.store, self.run, name.display), verify],
         )
         ref = None
         if verify.passed_commit and result.status == "finished":

@@ -9,9 +9,11 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -212,13 +214,13 @@ def run(plan_file: Path, repo: Path, workers: int, **options: Any) -> None:
     sys.exit(0 if result.all_done else 1)
 
 
-@cli.command()
-@click.option("--run", "run_id", help="Which run (default: the latest).")
-@_DB
-def status(run_id: str | None, db: Path | None) -> None:
-    """One line per agent: name, task, state, turns, tokens, cost, age of its last event."""
+_RUN = click.option("--run", "run_id", help="Which run (default: the latest).")
+
+
+@contextlib.contextmanager
+def _open_run(db: Path | None, run_id: str | None) -> Iterator[tuple[Any, str]]:
+    """The event log and the run a fleet command is about (the latest unless named)."""
     from hilbert.store import EventStore
-    from hilbert.ui.fleet_commands import status_lines
 
     settings = Settings.load({"db": db})
     if not settings.db_path.exists():
@@ -230,8 +232,81 @@ def status(run_id: str | None, db: Path | None) -> None:
                 f"no run {run_id or ''} in {settings.db_path}".replace("  ", " "),
                 hint=f"known runs: {', '.join(runs[-5:]) or 'none'}",
             )
-        for line in status_lines(store, run_id or runs[-1]) or ["(no agents yet)"]:
+        yield store, run_id or runs[-1]
+
+
+@cli.command()
+@_RUN
+@_DB
+def status(run_id: str | None, db: Path | None) -> None:
+    """One line per agent: name, task, state, turns, tokens, cost, age of its last event."""
+    from hilbert.ui.fleet_commands import status_lines
+
+    with _open_run(db, run_id) as (store, run):
+        for line in status_lines(store, run) or ["(no agents yet)"]:
             click.echo(line)
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("text")
+@_RUN
+@_DB
+def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
+    """Send NAME a message; it is delivered at the agent's next turn boundary."""
+    from hilbert.fleet.inbox import send as deliver
+    from hilbert.ui.fleet_commands import find_agent
+
+    with _open_run(db, run_id) as (store, run):
+        agent = find_agent(store, run, name)
+        deliver(store, run, agent, text)
+        click.echo(f"sent to {agent} (run {run}); it reads it before its next model call")
+
+
+@cli.command()
+@click.argument("name", required=False)
+@_RUN
+@_DB
+def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
+    """Stop one worker (its work is kept), or with no NAME the whole run, cleanly."""
+    from hilbert.fleet.inbox import EVERYONE, request_stop
+    from hilbert.ui.fleet_commands import find_agent
+
+    with _open_run(db, run_id) as (store, run):
+        agent = find_agent(store, run, name) if name else EVERYONE
+        request_stop(store, run, agent)
+        who = agent if name else "every agent, and no new task starts"
+        click.echo(f"stop requested for {who} (run {run}); work in progress is committed and archived")
+
+
+@cli.command()
+@click.argument("name")
+@_RUN
+@_DB
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they arrive.")
+def logs(name: str, run_id: str | None, db: Path | None, follow: bool) -> None:
+    """NAME's events, readably."""
+    from hilbert.ui.fleet_commands import find_agent
+    from hilbert.ui.log_view import print_log
+
+    with _open_run(db, run_id) as (store, run):
+        print_log(store, run=run, agent=find_agent(store, run, name), follow=follow)
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("question", default="How is it going?")
+@_RUN
+@_DB
+@_MODEL
+def ask(name: str, question: str, run_id: str | None, db: Path | None, model: str | None) -> None:
+    """Ask how NAME is doing: answered from its state and recent events (by --model if given)."""
+    from hilbert.ui.fleet_commands import ask_command, find_agent
+
+    with _open_run(db, run_id) as (store, run):
+        agent = find_agent(store, run, name)
+        settings = Settings.load({"db": db, "model": model})
+        click.echo(asyncio.run(ask_command(settings, store, run, agent, question)))
 
 
 @cli.command("sample-project")

@@ -1,0 +1,58 @@
+"""What the person says to a running fleet: messages and stop requests, delivered at turn boundaries.
+
+`hilbert send` and `hilbert stop` (any process) append `person_message` / `stop_requested` events to
+the run's log through the store's defined write path; each worker's `Inbox` policy reads the new ones
+before its next model call. A stop halts the worker (its work is kept: the harness commits and
+archives it); a message is injected as a user turn. Peer messages, provenance envelopes and authority
+rules are issue 5's; this is the person's channel only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hilbert.agent.policies import Action, Halt, Inject, LoopState, Policy
+from hilbert.models.types import Message
+from hilbert.store import EventStore
+
+PERSON = "person"
+PERSON_MESSAGE = "person_message"
+STOP_REQUESTED = "stop_requested"
+EVERYONE = "*"
+
+
+def send(store: EventStore, run: str, to: str, text: str) -> None:
+    store.append(run, PERSON, PERSON_MESSAGE, {"to": to, "text": text})
+
+
+def request_stop(store: EventStore, run: str, to: str = EVERYONE) -> None:
+    store.append(run, PERSON, STOP_REQUESTED, {"to": to})
+
+
+def stop_requested(store: EventStore, run: str, to: str = EVERYONE) -> bool:
+    return any(e.data.get("to") in (to, EVERYONE) for e in store.events(run=run, kinds=[STOP_REQUESTED]))
+
+
+class Inbox(Policy):
+    """Delivers the person's messages to `agent` and halts it when a stop is requested."""
+
+    name = "inbox"
+
+    def __init__(self, store: EventStore, run: str, agent: str) -> None:
+        self.store, self.run, self.agent = store, run, agent
+        self.seen = store.last_id()
+
+    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+        actions: list[Action] = []
+        for event in self.store.events(
+            run=self.run, kinds=[PERSON_MESSAGE, STOP_REQUESTED], after_id=self.seen
+        ):
+            self.seen = event.id
+            if event.data.get("to") not in (self.agent, EVERYONE):
+                continue
+            if event.kind == STOP_REQUESTED:
+                return [*actions, Halt("the person asked this agent to stop")]
+            actions.append(
+                Inject(Message("user", f"Message from the person running hilbert: {event.data['text']}"))
+            )
+        return actions
