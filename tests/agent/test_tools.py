@@ -214,3 +214,31 @@ def test_a_file_between_one_and_two_halves_of_the_cap_comes_back_unchanged(box: 
     (box.root / "mid.py").write_text("".join(f"v{n} = {n}\n" for n in range(1, 9)))
     out = run(box, "read_file", path="mid.py")  # ~130 chars: more than the 100-char head, less than 200
     assert out.content.splitlines() == [f"{n:>6}\tv{n} = {n}" for n in range(1, 9)]
+
+
+def test_commands_are_held_to_their_cpu_and_memory_limits(tmp_path: Path) -> None:
+    from hilbert.agent.shell import Limits
+
+    box = ToolBox(tmp_path, limits=Limits(cpu_s=1, memory_mb=200))
+    spin = run(box, "shell", command="python3 -c 'while True: pass'", timeout_s=20)
+    assert spin.is_error and spin.content.startswith("[killed by SIGXCPU (its CPU-time limit)]")
+    hog = run(box, "shell", command="python3 -c 'x = bytearray(500 * 1024 * 1024)'")
+    assert "MemoryError" in hog.content
+
+
+def test_command_slots_bound_how_many_commands_run_at_once(tmp_path: Path) -> None:
+    async def main() -> int:
+        slots = asyncio.Semaphore(2)
+        boxes = [ToolBox(tmp_path, command_slots=slots) for _ in range(6)]
+        log = tmp_path / "log"
+        command = f"echo start >> {log}; sleep 0.3; echo end >> {log}"
+        await asyncio.gather(
+            *(b.run(ToolCall(id="c", name="shell", arguments={"command": command})) for b in boxes)
+        )
+        running = peak = 0
+        for line in log.read_text().split():
+            running += 1 if line == "start" else -1
+            peak = max(peak, running)
+        return peak
+
+    assert asyncio.run(main()) == 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,13 +80,35 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """Per-command resource limits (None: no limit), applied with setrlimit in the child: CPU seconds
+    (the kernel kills it past that) and address space in MiB (allocations past it fail)."""
+
+    cpu_s: int | None = None
+    memory_mb: int | None = None
+
+    def apply(self) -> None:  # runs in the child between fork and exec
+        if self.cpu_s is not None:
+            resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_s, self.cpu_s + 1))
+        if self.memory_mb is not None:
+            size = self.memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+
+@dataclass(frozen=True)
 class CommandResult:
     exit_code: int | None  # None when it timed out
     output: Output
 
 
 async def run_command(
-    command: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float, output: Output
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    output: Output,
+    limits: Limits | None = None,
 ) -> CommandResult:
     # The output goes through a pipe of our own rather than asyncio's: asyncio's `wait()` would also
     # wait for its pipe to close, which a background child (even one in a new session) can hold open
@@ -102,6 +125,7 @@ async def run_command(
             stdout=write_fd,
             stderr=write_fd,
             start_new_session=True,
+            preexec_fn=limits.apply if limits and limits != Limits() else None,
         )
     except BaseException:
         os.close(read_fd)

@@ -16,8 +16,10 @@ then shell commands are confined by working directory only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hilbert.agent.paths import ToolRefused, confine, relative
-from hilbert.agent.shell import Output, run_command
+from hilbert.agent.shell import Limits, Output, run_command
 from hilbert.models.types import ToolCall, ToolSpec
 
 FINISH = "finish"
@@ -149,8 +151,14 @@ class ToolBox:
         max_output_chars: int = 12_000,
         max_results: int = 500,
         env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+        command_slots: asyncio.Semaphore | None = None,
     ) -> None:
+        """`limits` bound each shell command's CPU time and memory; `command_slots`, shared by a fleet,
+        bounds how many commands (tests, builds) run at once, apart from how many agents think."""
         self.root = workspace.resolve()
+        self.limits = limits or Limits()
+        self.command_slots = command_slots
         self.shell_timeout_s = shell_timeout_s
         self.max_output_chars = max_output_chars
         self.max_results = max_results
@@ -273,12 +281,22 @@ class ToolBox:
         timeout = (
             self.shell_timeout_s if not timeout_s or timeout_s <= 0 else min(timeout_s, self.shell_timeout_s)
         )
-        done = await run_command(
-            command, cwd=self.root, env=self.env, timeout_s=timeout, output=self._output()
-        )
+        async with self.command_slots or contextlib.nullcontext():
+            done = await run_command(
+                command,
+                cwd=self.root,
+                env=self.env,
+                timeout_s=timeout,
+                output=self._output(),
+                limits=self.limits,
+            )
         text = done.output.render(self.root)
         if done.exit_code is None:
             return ToolOutcome(f"[timed out after {timeout}s]\n{text}", True)
+        if done.exit_code < 0 or done.exit_code - 128 in (signal.SIGXCPU, signal.SIGKILL):
+            number = -done.exit_code if done.exit_code < 0 else done.exit_code - 128
+            why = " (its CPU-time limit)" if number == signal.SIGXCPU else ""
+            return ToolOutcome(f"[killed by {signal.Signals(number).name}{why}]\n{text}", True)
         return ToolOutcome(f"[exit {done.exit_code}]\n{text}")
 
     # -- output limits ------------------------------------------------------------------------------

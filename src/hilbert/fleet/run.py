@@ -13,6 +13,7 @@ branch `hilbert/integration` only ever moves to commits whose checks passed.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, TurnLimit
+from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.fleet.inbox import Inbox, stop_requested
 from hilbert.fleet.merge_queue import Candidate, MergeQueue
@@ -48,6 +50,11 @@ class FleetConfig:
     max_turns: int = 60  # per attempt
     merge_batch: int = 8
     test_command: str = "python -m pytest -q"
+    command_slots: int = max(1, os.cpu_count() or 1)  # shell commands (tests, builds) at once, fleet-wide
+    command_cpu_s: int | None = 600  # per command
+    # Off by default: RLIMIT_AS caps address space, which breaks runtimes that reserve much more than they
+    # use (node, the JVM, Go); the sandbox (issue 5) brings a real memory limit (cgroups).
+    command_memory_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,8 @@ class _Fleet:
         self.names_used: list[str] = []
         self.git = Git(home=self.root / "home")
         self.integration = self.root / "integration.git"
+        self.command_slots = asyncio.Semaphore(config.command_slots)
+        self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
         self.store.append(self.run, HARNESS, kind, data)
@@ -204,7 +213,9 @@ class _Fleet:
             agent=name.display,
             task=prompt,
             model=self.model,
-            toolbox=ToolBox(checkout.work_tree, env=self.env),
+            toolbox=ToolBox(
+                checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
+            ),
             store=self.store,
             policies=[TurnLimit(self.config.max_turns), Inbox(self.store, self.run, name.display), verify],
         )
