@@ -309,3 +309,38 @@ def test_async_policy_hooks_are_awaited(tmp_path: Path) -> None:
     result, store, _ = run(tmp_path, [finish, finish], [judge])
     assert result.status == "finished" and result.turns == 2 and judge.calls == 2
     assert [e.data["by"] for e in store.events(run="r", kinds=["message_injected"])] == ["slow_judge"]
+
+
+def test_a_shared_cost_pool_halts_every_agent_that_shares_it(tmp_path: Path) -> None:
+    from hilbert.agent.policies import CostPool, SharedCostLimit
+    from hilbert.models import PriceTable
+
+    (tmp_path / "ws").mkdir()
+    pool = CostPool(max_usd=0.01)
+    prices = PriceTable.default().with_overrides({"fake": {"input": 5.0, "output": 5.0}})  # $5 per Mtok
+    looping = [{"tool_calls": [{"name": "list_files", "arguments": {}}]}] * 40
+
+    async def main() -> list[AgentResult]:
+        with (
+            FakeServer(ScriptedPolicy.from_turns(looping)) as server,
+            EventStore.open(tmp_path / "l.db") as store,
+        ):
+            model = make_model(f"anthropic:fake@{server.base_url}", env={}, prices=prices)
+            return await asyncio.gather(
+                *(
+                    run_agent(
+                        run="r",
+                        agent=name,
+                        task="t",
+                        model=model,
+                        store=store,
+                        toolbox=ToolBox(tmp_path / "ws"),
+                        policies=[SharedCostLimit(pool), TurnLimit(40)],
+                    )
+                    for name in ("Euler", "Gauss")
+                )
+            )
+
+    results = asyncio.run(main())
+    assert all(r.status == "halted" and "cost cap" in r.reason for r in results)
+    assert 0.01 <= pool.spent_usd < 0.02 and all(r.turns < 40 for r in results)

@@ -133,3 +133,32 @@ class CostLimit(Policy):
         if state.cost_usd >= self.max_usd:
             return [Halt(f"cost limit reached (${state.cost_usd:.4f} of ${self.max_usd:.2f})")]
         return ()
+
+
+class CostPool:
+    """Spend shared by many agents (a run's cost cap): each agent's `SharedCostLimit` adds to it."""
+
+    def __init__(self, max_usd: float) -> None:
+        self.max_usd = max_usd
+        self.spent_usd = 0.0
+
+
+class SharedCostLimit(Policy):
+    """Halt this agent once the pool it shares with the rest of the run is spent."""
+
+    name = "run_cost_limit"
+
+    def __init__(self, pool: CostPool) -> None:
+        self.pool = pool
+        self.counted = 0.0
+
+    def before_model_call(self, state: LoopState) -> Sequence[Action]:
+        self.pool.spent_usd += state.cost_usd - self.counted
+        self.counted = state.cost_usd
+        if self.pool.spent_usd >= self.pool.max_usd:
+            return [
+                Halt(
+                    f"the run's cost cap is reached (${self.pool.spent_usd:.4f} of ${self.pool.max_usd:.2f})"
+                )
+            ]
+        return ()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import AgentResult, TurnLimit
+from hilbert.agent.policies import AgentResult, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.fleet.inbox import Inbox, stop_requested
@@ -50,6 +50,7 @@ class FleetConfig:
     max_turns: int = 60  # per attempt
     merge_batch: int = 8
     test_command: str = "python -m pytest -q"
+    max_cost_usd: float = 50.0  # the whole run's cap; workers halt (work kept) once it is spent
     command_slots: int = max(1, os.cpu_count() or 1)  # shell commands (tests, builds) at once, fleet-wide
     command_cpu_s: int | None = 600  # per command
     # Off by default: RLIMIT_AS caps address space, which breaks runtimes that reserve much more than they
@@ -109,6 +110,7 @@ class _Fleet:
         self.git = Git(home=self.root / "home")
         self.integration = self.root / "integration.git"
         self.command_slots = asyncio.Semaphore(config.command_slots)
+        self.cost = CostPool(config.max_cost_usd)
         self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
@@ -150,7 +152,7 @@ class _Fleet:
         merging: asyncio.Task[Any] | None = None
         try:
             while not is_finished(self.plan, self.states) or self.queue.pending or merging or running:
-                stopping = stop_requested(self.store, self.run)
+                stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
                 for task_id in (
                     [] if stopping else ready(self.plan, self.states, max_running=self.config.workers)
                 ):
@@ -217,7 +219,12 @@ class _Fleet:
                 checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
             ),
             store=self.store,
-            policies=[TurnLimit(self.config.max_turns), Inbox(self.store, self.run, name.display), verify],
+            policies=[
+                TurnLimit(self.config.max_turns),
+                SharedCostLimit(self.cost),
+                Inbox(self.store, self.run, name.display),
+                verify,
+            ],
         )
         ref = None
         if verify.passed_commit and result.status == "finished":

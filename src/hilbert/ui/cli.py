@@ -204,13 +204,21 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
 @click.option(
     "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
 )
+@click.option(
+    "--max-cost",
+    "run_cost",
+    type=float,
+    default=50.0,
+    show_default=True,
+    help="The whole run's cost cap in USD: workers halt (work kept) once it is spent.",
+)
 @_DB
-def run(plan_file: Path, repo: Path, workers: int, **options: Any) -> None:
+def run(plan_file: Path, repo: Path, workers: int, run_cost: float, **options: Any) -> None:
     """Carry out a plan with named workers; verified work lands on hilbert/integration."""
     from hilbert.ui.fleet_commands import run_command
 
     settings = Settings.load(options)
-    result = asyncio.run(run_command(settings, plan_file, repo, workers=workers))
+    result = asyncio.run(run_command(settings, plan_file, repo, workers=workers, max_cost_usd=run_cost))
     sys.exit(0 if result.all_done else 1)
 
 

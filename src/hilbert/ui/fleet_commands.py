@@ -104,6 +104,7 @@ async def run_command(
     repo: Path,
     *,
     workers: int,
+    max_cost_usd: float = 50.0,
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
 ) -> FleetResult:
@@ -130,7 +131,7 @@ async def run_command(
                 model=model,
                 store=store,
                 env=env,
-                config=FleetConfig(workers=workers, max_turns=settings.max_turns),
+                config=FleetConfig(workers=workers, max_turns=settings.max_turns, max_cost_usd=max_cost_usd),
             )
         finally:
             following.cancel()
