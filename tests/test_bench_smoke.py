@@ -91,9 +91,27 @@ def smoke_fake_server_streams(tmp_path: Path) -> None:
     assert number(run["total_p50_ms"]) <= number(run["total_p99_ms"]), run
 
 
+def smoke_workspaces(tmp_path: Path) -> None:
+    strategies = "worktree,clone-shared,clone-local,clone-no-local,hilbert"  # overlay needs root: skipped
+    lines = run_bench(
+        "workspaces.py", "--workers", "3", "--files", "50", "--mb", "1", "--strategies", strategies
+    )
+    run = figures(lines[-1])
+    assert (run["workers"], run["files"], run["mb"], run["default"]) == ("3", "50", "1", "hilbert"), run
+    for key in ("hilbert_s", "hilbert_mb", "worktree_s", "worktree_mb", "time_ratio", "disk_ratio"):
+        assert number(run[key]) > 0, run
+    rows = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ") and "---" not in line}
+    assert set(rows) == {"strategy", *strategies.split(",")}, rows
+    # the isolation probe really ran: a hook written from worktree 1 ran in worktree 2, not in any clone
+    assert "| reachable | runs | yes |" in rows["worktree"], rows["worktree"]
+    assert "| none | no | no | 1 |" in rows["hilbert"], rows["hilbert"]
+    assert "| no | no |" in rows["clone-shared"], rows["clone-shared"]
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
     "loop_overhead.py": smoke_loop_overhead,
     "fake_server_streams.py": smoke_fake_server_streams,
+    "workspaces.py": smoke_workspaces,
 }
 
 
