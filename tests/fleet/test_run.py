@@ -96,3 +96,33 @@ def test_three_workers_fix_three_modules_and_the_integration_branch_is_green(tmp
         ).returncode
         != 0
     )
+
+
+def test_the_fleets_events_read_as_one_line_each(tmp_path: Path) -> None:
+    from hilbert.ui.log_view import format_event
+
+    with EventStore.open(tmp_path / "log.db") as store:
+        output = (
+            "\n".join(f"line {n}" for n in range(10)) + "\nFAILED tests/test_a.py::test_x - assert 1 == 2"
+        )
+        store.append(
+            "r",
+            "harness",
+            "verify_run",
+            {
+                "task": "T1",
+                "worker": "gauss",
+                "round": 2,
+                "passed": False,
+                "command": "pytest -q",
+                "output": output,
+            },
+        )
+        store.append("r", "harness", "merged", {"task": "T1", "commit": "0123456789abcdef"})
+        store.append("r", "harness", "fleet_finished", {"states": {"T1": "done", "T2": "escalated"}})
+        failed, merged, finished = (format_event(e, store) for e in store.events(run="r"))
+    assert "verify T1 by gauss, round 2: FAILED (`pytest -q`)" in failed
+    assert failed.splitlines()[-1].strip() == "FAILED tests/test_a.py::test_x - assert 1 == 2"
+    assert "(8 earlier lines)" in failed
+    assert merged.endswith("merged T1 at 0123456789")
+    assert finished.endswith("fleet finished: T1 done, T2 escalated")

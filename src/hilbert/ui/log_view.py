@@ -173,6 +173,55 @@ def _render_policy_action(event: Event, store: EventStore) -> Rendered:
     return f"{data['policy']} → {data['action']} (at {data.get('moment', '?')}){reason}", []
 
 
+# The fleet's harness events (`hilbert.fleet`), one line each; long outputs are shown as an excerpt.
+_FLEET_LINES = {
+    "fleet_started": "fleet started: {n_tasks} tasks, {workers} workers on {model}",
+    "task_started": "{task} started by {worker} at {base:.10}",
+    "task_state": "{task} → {status}{by}",
+    "task_attempted": "{task}: attempt ended {status}{candidate_note}",
+    "task_retried": "{task} retried: {why_line}",
+    "task_escalated": "{task} escalated: {why_line}",
+    "verify_run": "verify {task} by {worker}, round {round}: {verdict} (`{command}`)",
+    "workspace_closed": "{message}",
+    "merge_batch_started": "merge batch {task_list} on {base:.10}",
+    "merge_checks_passed": "merge checks passed for {task_list}",
+    "merge_checks_failed": "merge checks failed for {task_list}: `{command}` exit {exit}",
+    "merge_checks_baseline": "no new test failures vs the tip ({n_failing} still failing, {n_fixed} fixed)",
+    "merged": "merged {task} at {commit:.10}",
+    "merge_rejected": "{task} rejected by `{command}` (exit {exit})",
+    "merge_conflict": "{task} conflicts with the integration branch",
+    "merge_requeued": "{task_list} requeued: the integration branch moved",
+    "flaky_test": "flaky: `{command}` failed, then passed on a re-run",
+    "person_message": "message for {to}: {text_line}",
+    "stop_requested": "stop requested for {to}",
+    "fleet_finished": "fleet finished: {states_line}",
+}
+
+
+def _render_fleet(event: Event, store: EventStore) -> Rendered:
+    data = dict(event.data)
+    data.update(
+        n_tasks=len(data.get("tasks", ())),
+        task_list=", ".join(data.get("tasks", ())) or data.get("task", ""),
+        by=f" ({data['worker']})" if data.get("worker") else "",
+        verdict="passed" if data.get("passed") else "FAILED",
+        candidate_note=" → merge queue" if data.get("candidate") else "",
+        why_line=_first_line(str(data.get("why", ""))),
+        n_failing=len(data.get("still_failing", ())),
+        n_fixed=len(data.get("fixed", ())),
+        text_line=_first_line(str(data.get("text", ""))),
+        states_line=", ".join(f"{k} {v}" for k, v in dict(data.get("states", {})).items()),
+    )
+    failed = event.kind in ("merge_checks_failed", "merge_rejected", "merge_conflict") or (
+        event.kind == "verify_run" and not data["passed"]
+    )
+    lines = [ln for ln in str(data.get("output") or data.get("hunks") or "").splitlines() if ln.strip()]
+    details = lines[-OUTPUT_LINES:] if failed else []  # a failing run's summary is at its end
+    if failed and len(lines) > OUTPUT_LINES:
+        details.insert(0, f"… ({_plural(len(lines) - OUTPUT_LINES, 'earlier line')})")
+    return _FLEET_LINES[event.kind].format_map(data), details
+
+
 def _render_other(event: Event, store: EventStore) -> Rendered:
     return f"{event.kind} {json.dumps(event.data, ensure_ascii=False, separators=(',', ':'))}", []
 
@@ -185,6 +234,7 @@ _RENDERERS: dict[str, Callable[[Event, EventStore], Rendered]] = {
     MESSAGE_INJECTED: _render_injected,
     AGENT_STOPPED: _render_stopped,
     POLICY_ACTION: _render_policy_action,
+    **{kind: _render_fleet for kind in _FLEET_LINES},
 }
 
 
