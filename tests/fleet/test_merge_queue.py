@@ -260,3 +260,42 @@ def test_a_check_that_hangs_is_killed_and_its_candidate_rejected(tmp_path: Path)
         await p.assert_never_broken()
 
     asyncio.run(scenario())
+
+
+PYTEST_LIKE = """\
+import importlib, pathlib, sys
+sys.path.insert(0, "src")
+if pathlib.Path("src/broken_collection.py").exists():
+    print("ERROR src/broken_collection.py"); sys.exit(2)
+bad = [p.stem for p in sorted(pathlib.Path("src").glob("*.py")) if not importlib.import_module(p.stem).ok()]
+for name in bad:
+    print(f"FAILED tests/test_{name}.py::test_ok - assert False")
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path) -> None:
+    """The tip already fails (`legacy`); a candidate that fixes nothing but breaks nothing lands, one
+    that adds a failure is rejected, and an interrupted run (exit 2) never passes as 'no new failures'."""
+
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        await p.commit(
+            "red",
+            {"check.py": PYTEST_LIKE, "src/legacy.py": "def ok():\n    return False\n"},
+            "refs/heads/main",
+        )
+        await p.git.run("branch", "-f", "base", "red", cwd=p.work)
+        queue = p.queue(test_command=f"{PY} check.py")
+        queue.submit(await p.candidate("harmless"))
+        assert by_task(await queue.process())["harmless"].kind == "merged"
+        queue.submit(await p.candidate("breaks", good=False))
+        assert by_task(await queue.process())["breaks"].kind == "rejected"
+        queue.submit(
+            await p.candidate("collect", extra={"src/broken_collection.py": "def ok():\n    return True\n"})
+        )
+        assert by_task(await queue.process())["collect"].kind == "rejected"
+        baseline = [data for kind, data in p.events if kind == "merge_checks_baseline"]
+        assert [d["still_failing"] for d in baseline] == [["tests/test_legacy.py::test_ok"]]
+
+    asyncio.run(scenario())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class CommandRun:
     returncode: int
     output: str
     timed_out: bool
+    failures: frozenset[str] = frozenset()  # test ids a pytest-style runner reported FAILED / ERROR
 
     @property
     def ok(self) -> bool:
@@ -153,7 +155,13 @@ class Scratch:
         if timed_out:
             text += f"\n[hilbert: killed after {self.timeout_s:g}s]"
         code = proc.returncode if proc.returncode is not None else -1
-        return CommandRun(command=command, returncode=code, output=_cap(text), timed_out=timed_out)
+        failures = frozenset(_FAILURE_LINE.findall(text))  # from the whole output, before it is capped
+        return CommandRun(
+            command=command, returncode=code, output=_cap(text), timed_out=timed_out, failures=failures
+        )
+
+
+_FAILURE_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
 def _cap(text: str) -> str:

@@ -32,7 +32,6 @@ Every step is reported through `record(kind, data)`; the kinds are the constants
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -258,15 +257,17 @@ class MergeQueue:
     async def _no_new_failures(self, build: Build, run: CommandRun) -> bool:
         """A project whose tests already fail on the integration tip (a fleet is often there to fix them)
         cannot demand a green suite from each merge: the bar is *no new failures*. That needs a test
-        runner that names its failures (pytest's `FAILED id` / `ERROR id` lines); with a runner that
-        does not, or when the tip is green, the test command must pass outright."""
-        failing = _failures(run.output)
-        if not failing:
+        runner that names its failures (pytest's `FAILED id` / `ERROR id` lines, read from the whole
+        output) and that ran to the end (exit 1: tests failed; not 2+: interrupted, collection errors,
+        usage). With any other runner or outcome, or when the tip is green, the command must pass."""
+        failing = run.failures
+        if run.timed_out or run.returncode != 1 or not failing:
             return False
         if build.base not in self._baselines:
             await self._scratch.reset(build.base)
             baseline = await self._scratch.run(self.test_command)
-            self._baselines[build.base] = None if baseline.ok else _failures(baseline.output)
+            usable = baseline.returncode == 1 and not baseline.timed_out and baseline.failures
+            self._baselines[build.base] = baseline.failures if usable else None
             await self._scratch.reset(build.commit)
         before = self._baselines[build.base]
         if before is None or not failing <= before:
@@ -296,14 +297,6 @@ class MergeQueue:
             self.record(MERGED, {"task": cand.task_id, "ref": cand.ref, "commit": build.commit})
             attempt.outcomes.append(Outcome(cand.task_id, "merged", commit=build.commit))
         return True
-
-
-_FAILURE_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
-
-
-def _failures(output: str) -> frozenset[str]:
-    """The test ids a pytest-style runner reported as failed or in error."""
-    return frozenset(_FAILURE_LINE.findall(output))
 
 
 def _ids(candidates: list[Candidate] | tuple[Candidate, ...]) -> list[str]:
