@@ -135,6 +135,9 @@ class CostLimit(Policy):
         return ()
 
 
+COST_CAP = "the run's cost cap is reached"
+
+
 class CostPool:
     """Spend shared by many agents (a run's cost cap): each agent's `SharedCostLimit` adds to it."""
 
@@ -153,12 +156,13 @@ class SharedCostLimit(Policy):
         self.counted = 0.0
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
-        self.pool.spent_usd += state.cost_usd - self.counted
-        self.counted = state.cost_usd
+        self.settle(state.cost_usd)
         if self.pool.spent_usd >= self.pool.max_usd:
-            return [
-                Halt(
-                    f"the run's cost cap is reached (${self.pool.spent_usd:.4f} of ${self.pool.max_usd:.2f})"
-                )
-            ]
+            return [Halt(f"{COST_CAP} (${self.pool.spent_usd:.4f} of ${self.pool.max_usd:.2f})")]
         return ()
+
+    def settle(self, cost_usd: float) -> None:
+        """Count what the agent has spent since the last count (the runner calls it once more at the
+        end, for the final model call no later check would see)."""
+        self.pool.spent_usd += cost_usd - self.counted
+        self.counted = cost_usd

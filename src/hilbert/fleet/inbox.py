@@ -19,6 +19,7 @@ PERSON = "person"
 PERSON_MESSAGE = "person_message"
 STOP_REQUESTED = "stop_requested"
 EVERYONE = "*"
+STOPPED_BY_PERSON = "the person asked this agent to stop"
 
 
 def send(store: EventStore, run: str, to: str, text: str) -> None:
@@ -51,7 +52,7 @@ class Inbox(Policy):
             if event.data.get("to") not in (self.agent, EVERYONE):
                 continue
             if event.kind == STOP_REQUESTED:
-                return [*actions, Halt("the person asked this agent to stop")]
+                return [*actions, Halt(STOPPED_BY_PERSON)]
             actions.append(
                 Inject(Message("user", f"Message from the person running hilbert: {event.data['text']}"))
             )

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import AgentResult, CostPool, SharedCostLimit, TurnLimit
+from hilbert.agent.policies import COST_CAP, AgentResult, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
-from hilbert.fleet.inbox import Inbox, stop_requested
-from hilbert.fleet.merge_queue import Candidate, MergeQueue
+from hilbert.fleet.inbox import STOPPED_BY_PERSON, Inbox, stop_requested
+from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, is_finished, ready
@@ -111,6 +111,7 @@ class _Fleet:
         self.integration = self.root / "integration.git"
         self.command_slots = asyncio.Semaphore(config.command_slots)
         self.cost = CostPool(config.max_cost_usd)
+        self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
         self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
@@ -169,9 +170,9 @@ class _Fleet:
                 for finished in done:
                     if finished is merging:
                         merging = None
-                        self.merged(finished.result())
+                        self.merged(finished)
                     else:
-                        self.attempted(running.pop(finished), finished.result())
+                        self.attempted(running.pop(finished), finished)
         finally:
             for pending in [*running, *([merging] if merging else [])]:
                 pending.cancel()
@@ -186,7 +187,9 @@ class _Fleet:
         return FleetResult(dict(self.states), self.integration, tip, stuck)
 
     async def attempt(self, task: Task, name: Name) -> tuple[AgentResult, str | None]:
-        """One worker's attempt at a task; its verified commit, already fetched for the merge queue."""
+        """One worker's attempt at a task; its verified commit, already fetched for the merge queue.
+        The workspace is closed (removed when its work is safe in the integration repo, else archived)
+        however the attempt ends, cancellation included."""
         tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
         checkout = await self.workspaces.provision(name.id, tip)
         self.record(
@@ -201,6 +204,8 @@ class _Fleet:
             scratch=self.root / "verify",
             env=command_env(self.env),
             max_rounds=self.config.verify_rounds,
+            limits=self.limits,
+            command_slots=self.command_slots,
         )
         claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
         prompt = WORKER_TASK.format(
@@ -210,53 +215,78 @@ class _Fleet:
             verify=task.verify,
             claims=claims,
         )
-        result = await run_agent(
-            run=self.run,
-            agent=name.display,
-            task=prompt,
-            model=self.model,
-            toolbox=ToolBox(
-                checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
-            ),
-            store=self.store,
-            policies=[
-                TurnLimit(self.config.max_turns),
-                SharedCostLimit(self.cost),
-                Inbox(self.store, self.run, name.display),
-                verify,
-            ],
+        if task.id in self.feedback:
+            prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
+        spend = SharedCostLimit(self.cost)
+        tools = ToolBox(
+            checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
         )
         ref = None
-        if verify.passed_commit and result.status == "finished":
-            ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
-            await self.workspaces.fetch_into(checkout, self.integration, ref)
-        # Work that reached the integration repo as a candidate is kept there; anything else is archived.
-        kept = await self.workspaces.archive_or_remove(
-            checkout, self.integration, ref or f"refs/heads/{INTEGRATION}"
-        )
-        self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
+        try:
+            result = await run_agent(
+                run=self.run,
+                agent=name.display,
+                task=prompt,
+                model=self.model,
+                toolbox=tools,
+                store=self.store,
+                policies=[
+                    TurnLimit(self.config.max_turns),
+                    spend,
+                    Inbox(self.store, self.run, name.display),
+                    verify,
+                ],
+            )
+            spend.settle(result.cost_usd)
+            if verify.passed_commit and result.status in ("finished", "no_finish"):
+                ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
+                await self.workspaces.fetch_into(checkout, self.integration, ref)
+        finally:  # work that reached the integration repo as a candidate is kept there; the rest archived
+            kept = await asyncio.shield(
+                self.workspaces.archive_or_remove(
+                    checkout, self.integration, ref or f"refs/heads/{INTEGRATION}"
+                )
+            )
+            self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
         return result, ref
 
-    def attempted(self, task_id: str, outcome: tuple[AgentResult, str | None]) -> None:
-        result, ref = outcome
+    def attempted(self, task_id: str, finished: asyncio.Task[tuple[AgentResult, str | None]]) -> None:
+        if finished.exception() is not None:  # a harness step failed (git, the disk): the task is retried
+            error = finished.exception()
+            self.record("task_error", {"task": task_id, "error": f"{type(error).__name__}: {error}"})
+            self.failed(task_id, f"the harness failed: {type(error).__name__}: {error}")
+            return
+        result, ref = finished.result()
         self.record(
             "task_attempted",
             {"task": task_id, "status": result.status, "reason": result.reason, "candidate": ref},
         )
-        if ref is None:
+        if ref is None and (result.reason == STOPPED_BY_PERSON or result.reason.startswith(COST_CAP)):
+            self.states[task_id] = replace(self.states[task_id], status="escalated")  # not a failed attempt
+            self.record("task_stopped", {"task": task_id, "why": result.reason})
+            self.set_state(task_id)
+        elif ref is None:
             self.failed(task_id, f"{result.status}: {result.reason}")
-            return
-        self.set_state(task_id, status="verifying")
-        self.queue.submit(Candidate(task_id, ref, self.tasks[task_id].verify))
+        else:
+            self.set_state(task_id, status="verifying")
+            self.queue.submit(Candidate(task_id, ref, self.tasks[task_id].verify))
 
-    def merged(self, outcomes: list[Any]) -> None:
-        for outcome in outcomes:
+    def merged(self, finished: asyncio.Task[list[Outcome]]) -> None:
+        if finished.exception() is not None:  # the queue's git or check step failed: its refs survive
+            error = finished.exception()
+            self.record("merge_error", {"error": f"{type(error).__name__}: {error}"})
+            for task_id, state in self.states.items():
+                if state.status == "verifying" and not any(c.task_id == task_id for c in self.queue.pending):
+                    self.failed(task_id, f"the merge queue failed: {type(error).__name__}: {error}")
+            return
+        for outcome in finished.result():
             if outcome.kind == "merged":
                 self.set_state(outcome.task_id, status="done")
             elif outcome.kind in ("conflict", "rejected"):
-                self.failed(outcome.task_id, f"{outcome.kind}: {outcome.hunks or outcome.output}"[:2000])
+                self.failed(outcome.task_id, f"{outcome.kind}: {outcome.hunks or outcome.output}"[:4000])
 
     def failed(self, task_id: str, why: str) -> None:
+        self.feedback[task_id] = why
         self.set_state(task_id, status="failed")
         decision = after_failure(
             self.tasks[task_id], self.states[task_id], max_attempts=self.config.max_attempts

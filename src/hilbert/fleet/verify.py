@@ -12,13 +12,15 @@ The judge (issue 4) replaces this with the full stop gate; its first step is exa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from hilbert.agent.policies import Action, Halt, LoopState, Policy, Resume, Stop
-from hilbert.agent.shell import Output, run_command
+from hilbert.agent.shell import Limits, Output, run_command
 from hilbert.fleet.plan import Task
 from hilbert.models.types import Message
 from hilbert.workspaces import Checkout, Workspaces
@@ -46,10 +48,13 @@ class HarnessVerify(Policy):
         max_rounds: int = 3,
         timeout_s: float = 600.0,
         keep_chars: int = 3000,
+        limits: Limits | None = None,
+        command_slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.scratch, self.env, self.max_rounds, self.timeout_s = scratch, env, max_rounds, timeout_s
         self.keep_chars = keep_chars
+        self.limits, self.command_slots = limits, command_slots
         self.rounds = 0
         self.passed_commit: str | None = None
 
@@ -65,9 +70,15 @@ class HarnessVerify(Policy):
         try:
             await self.workspaces.export(self.checkout, commit, clean)
             output = Output(self.keep_chars // 2, lambda: None)
-            done = await run_command(
-                self.task.verify, cwd=clean, env=self.env, timeout_s=self.timeout_s, output=output
-            )
+            async with self.command_slots or contextlib.nullcontext():  # a test run, like the workers'
+                done = await run_command(
+                    self.task.verify,
+                    cwd=clean,
+                    env=self.env,
+                    timeout_s=self.timeout_s,
+                    output=output,
+                    limits=self.limits,
+                )
         finally:
             shutil.rmtree(clean, ignore_errors=True)
         text = done.output.render(clean)

@@ -240,7 +240,15 @@ def _open_run(db: Path | None, run_id: str | None) -> Iterator[tuple[Any, str]]:
                 f"no run {run_id or ''} in {settings.db_path}".replace("  ", " "),
                 hint=f"known runs: {', '.join(runs[-5:]) or 'none'}",
             )
-        yield store, run_id or runs[-1]
+        yield store, run_id or _latest(store, runs)
+
+
+def _latest(store: Any, runs: list[str]) -> str:
+    """The newest fleet run still going, else the newest run of any kind."""
+    going = {e.run for e in store.events(kinds=["fleet_started"])} - {
+        e.run for e in store.events(kinds=["fleet_finished"])
+    }
+    return next((run for run in reversed(runs) if run in going), runs[-1])
 
 
 @cli.command()
@@ -284,7 +292,7 @@ def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
         agent = find_agent(store, run, name) if name else EVERYONE
         request_stop(store, run, agent)
         who = agent if name else "every agent, and no new task starts"
-        click.echo(f"stop requested for {who} (run {run}); work in progress is committed and archived")
+        click.echo(f"stop requested for {who} (run {run}); unfinished work is archived, never deleted")
 
 
 @cli.command()
