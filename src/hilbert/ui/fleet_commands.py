@@ -6,7 +6,6 @@ it is committed (`EventPrinter`), and `status` is a fold over the log.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -27,7 +26,7 @@ from hilbert.models.types import Message, Model
 from hilbert.settings import Settings
 from hilbert.store import EventStore, agent_summary
 from hilbert.ui.log_view import format_event
-from hilbert.ui.run_agent import EventPrinter
+from hilbert.ui.run_agent import printing
 
 LEAD_TASK = """Goal: {goal}
 
@@ -73,9 +72,7 @@ async def plan_command(
     run = f"plan-{uuid.uuid4().hex[:8]}"
     with EventStore.open(settings.db_path) as store:
         echo(f"run {run}: the lead plans on {model.name} in {repo} (log: {settings.db_path})")
-        printer = EventPrinter(store, run, echo)
-        following = asyncio.create_task(printer.follow())
-        try:
+        async with printing(store, run, echo):
             result = await run_agent(
                 run=run,
                 agent="lead",
@@ -85,10 +82,6 @@ async def plan_command(
                 store=store,
                 policies=[TurnLimit(settings.max_turns)],
             )
-        finally:
-            following.cancel()
-            await asyncio.gather(following, return_exceptions=True)
-            printer.flush()
     if tools.plan is None:
         raise UserError(
             f"the lead stopped ({result.status}) without writing a plan", hint=result.reason or None
@@ -120,9 +113,7 @@ async def run_command(
         echo(
             f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name} (log: {settings.db_path})"
         )
-        printer = EventPrinter(store, run, echo)
-        following = asyncio.create_task(printer.follow())
-        try:
+        async with printing(store, run, echo):
             result = await run_fleet(
                 plan,
                 repo=repo,
@@ -133,10 +124,6 @@ async def run_command(
                 env=env,
                 config=FleetConfig(workers=workers, max_turns=settings.max_turns, max_cost_usd=max_cost_usd),
             )
-        finally:
-            following.cancel()
-            await asyncio.gather(following, return_exceptions=True)
-            printer.flush()
     done = sum(state.status == "done" for state in result.states.values())
     echo(f"\n{done} of {len(plan.tasks)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
     for task_id, state in result.states.items():

@@ -7,8 +7,9 @@ and prints each event as it is committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import click
@@ -59,16 +60,10 @@ async def run_one_agent(
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:
         echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
-        printer = EventPrinter(store, run, echo)
-        following = asyncio.create_task(printer.follow())
-        try:
+        async with printing(store, run, echo):
             result = await run_agent(
                 run=run, agent=name, task=task, model=model, toolbox=toolbox, store=store, policies=policies
             )
-        finally:
-            following.cancel()
-            await asyncio.gather(following, return_exceptions=True)
-            printer.flush()
     usage = result.usage
     echo(
         f"\n{name}: {result.status}"
@@ -97,3 +92,16 @@ class EventPrinter:
         while True:
             self.flush()
             await asyncio.sleep(interval_s)
+
+
+@contextlib.asynccontextmanager
+async def printing(store: EventStore, run: str, echo: Callable[[str], None]) -> AsyncIterator[None]:
+    """Print `run`'s events as they are committed while the body runs, and the last ones after it."""
+    printer = EventPrinter(store, run, echo)
+    following = asyncio.create_task(printer.follow())
+    try:
+        yield
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        printer.flush()
