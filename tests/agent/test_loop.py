@@ -35,11 +35,19 @@ TURNS = [
 
 
 def run(
-    tmp_path: Path, turns: list, policies: Sequence[Policy]
+    tmp_path: Path,
+    turns: list,
+    policies: Sequence[Policy],
+    *,
+    protocol: str = "anthropic",
+    faults: str | None = None,
+    max_attempts: int = 6,
 ) -> tuple[AgentResult, EventStore, FakeServer]:
+    """One agent over `protocol` against a scripted fake server; its result, log and server."""
     store = EventStore.open(tmp_path / "log.db")
-    with FakeServer(ScriptedPolicy.from_turns(turns)) as server:
-        model = make_model(f"anthropic:fake@{server.base_url}", env={})
+    with FakeServer(ScriptedPolicy.from_turns(turns), faults=faults) as server:
+        base = server.openai_base_url if protocol.startswith("openai") else server.base_url
+        model = make_model(f"{protocol}:fake@{base}", env={}, max_attempts=max_attempts)
         result = asyncio.run(
             run_agent(
                 run="r",
@@ -137,12 +145,8 @@ def test_a_reply_without_tool_calls_stops_without_finish(tmp_path: Path) -> None
 
 
 def test_a_model_that_keeps_failing_stops_the_agent_with_an_error(tmp_path: Path) -> None:
-    store = EventStore.open(tmp_path / "log.db")
-    with FakeServer(ScriptedPolicy.from_turns(TURNS), faults="500=1.0") as server:
-        model = make_model(f"openai:fake@{server.openai_base_url}", env={}, max_attempts=2)
-        result = asyncio.run(
-            run_agent(run="r", agent="Euler", task="t", model=model, toolbox=ToolBox(tmp_path), store=store)
-        )
+    (tmp_path / "ws").mkdir()
+    result, store, _ = run(tmp_path, TURNS, [], protocol="openai", faults="500=1.0", max_attempts=2)
     assert result.status == "error" and "500" in result.reason
     assert [e.kind for e in store.events(run="r")] == ["agent_started", "model_error", "agent_stopped"]
 
@@ -208,21 +212,7 @@ class NoteAfterEachTool(Policy):
 def test_messages_injected_during_a_turn_follow_all_its_tool_results(tmp_path: Path, protocol: str) -> None:
     """The real APIs refuse a message between tool results; the fake server refuses it too."""
     (tmp_path / "ws").mkdir()
-    store = EventStore.open(tmp_path / "log.db")
-    with FakeServer(ScriptedPolicy.from_turns(TURNS)) as server:
-        base = server.openai_base_url if protocol.startswith("openai") else server.base_url
-        model = make_model(f"{protocol}:fake@{base}", env={}, max_attempts=1)
-        result = asyncio.run(
-            run_agent(
-                run="r",
-                agent="Euler",
-                task="t",
-                model=model,
-                store=store,
-                toolbox=ToolBox(tmp_path / "ws"),
-                policies=[NoteAfterEachTool()],
-            )
-        )
+    result, store, _ = run(tmp_path, TURNS, [NoteAfterEachTool()], protocol=protocol, max_attempts=1)
     assert result.status == "finished", result.reason
     sent = store.get_messages(store.events(run="r", kinds=["model_call"])[1].data["request"])
     assert [m.role for m in sent[2:]] == ["assistant", "tool", "tool", "user", "user"]
