@@ -34,6 +34,7 @@ class Settings:
     home: Path = field(default_factory=lambda: Path.home() / ".hilbert")
     db: Path | None = None  # default: <home>/hilbert.db
     model: str | None = None
+    lead_model: str | None = None  # the lead's model (planning, escalations); default: `model`
     max_turns: int = 60
     max_cost_usd: float = 5.0
     shell_timeout_s: int = 120

@@ -79,6 +79,31 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     assert all(" T" in line and "finished" in line for line in status.stdout.strip().splitlines())
 
 
+def test_run_with_a_goal_plans_then_runs_with_yes_and_only_plans_without_it(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "repo", 11, bugs=2)
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
+    ):
+        subprocess.run(["git", *args], cwd=project.path, check=True)
+    with FakeServer("lead") as lead, FakeServer("engineer") as engineer:
+        models = [
+            "--model",
+            f"openai:fake@{engineer.openai_base_url}",
+            "--lead-model",
+            f"anthropic:lead@{lead.base_url}",
+        ]
+        asked = hilbert("run", "make the tests pass", "--repo", "repo", *models, cwd=tmp_path)
+        assert asked.returncode == 2 and "not run" in asked.stderr and "--yes" in asked.stderr, asked.stderr
+        assert (tmp_path / "PLAN.md").is_file() and not (tmp_path / "home" / "runs").exists()
+        ran = hilbert("run", "make the tests pass", "--yes", "--repo", "repo", *models, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr + ran.stdout[-3000:]
+    plan = parse_plan((tmp_path / "PLAN.md").read_text())
+    assert "the lead plans on anthropic:lead" in ran.stdout and "the lead on anthropic:lead" in ran.stdout
+    assert f"{len(plan.tasks)} of {len(plan.tasks)} tasks merged onto hilbert/integration" in ran.stdout
+
+
 def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "notgit").mkdir()
     (tmp_path / "bad.md").write_text("# goal\n\n## T1 — no block\n")
@@ -92,6 +117,8 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
             "not a git repository",
         ),
         (["status"], "no event log"),
+        (["run", "--repo", "notgit"], "give either a GOAL or --plan PLAN.md"),
+        (["run", "goal", "--plan", "bad.md"], "give either a GOAL or --plan PLAN.md, not both"),
     ]:
         done = hilbert(*args, cwd=tmp_path)
         lines = done.stderr.strip().splitlines()

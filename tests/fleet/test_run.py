@@ -8,24 +8,14 @@ import random
 import subprocess
 from pathlib import Path
 
-from hilbert.agent.tools import command_env
+from fleet_support import ENV, git_repo
+
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
 from hilbert.models import make_model
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import SampleProject, generate_sample_project
-
-ENV = command_env(hilbert_python_first=True)
-
-
-def git_repo(project: SampleProject) -> None:
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sample"],
-    ):
-        subprocess.run(["git", *args], cwd=project.path, check=True)
 
 
 def plan_for(project: SampleProject) -> Plan:

@@ -1,10 +1,11 @@
 """What the person says to a running fleet: messages and stop requests, delivered at turn boundaries.
 
 `hilbert send` and `hilbert stop` (any process) append `person_message` / `stop_requested` events to
-the run's log through the store's defined write path; each worker's `Inbox` policy reads the new ones
-before its next model call. A stop halts the worker (its work is kept: the harness commits and
-archives it); a message is injected as a user turn. Peer messages, provenance envelopes and authority
-rules are issue 5's; this is the person's channel only.
+the run's log through the store's defined write path, and the lead's `message_worker` tool appends a
+`lead_message`; each agent's `Inbox` policy reads the new ones before its next model call. A stop halts
+the agent (its work is kept: the harness commits and archives it); a message is injected as a user turn
+saying who sent it (the sender as the harness knows it, never as the text claims). Peer messages,
+provenance envelopes and authority rules are issue 5's.
 """
 
 from __future__ import annotations
@@ -16,14 +17,19 @@ from hilbert.models.types import Message
 from hilbert.store import EventStore
 
 PERSON = "person"
+LEAD = "lead"
 PERSON_MESSAGE = "person_message"
+LEAD_MESSAGE = "lead_message"
+_KINDS = {PERSON: PERSON_MESSAGE, LEAD: LEAD_MESSAGE}
+_FROM = {PERSON_MESSAGE: "the person running hilbert", LEAD_MESSAGE: "the lead"}
 STOP_REQUESTED = "stop_requested"
 EVERYONE = "*"
 STOPPED_BY_PERSON = "the person asked this agent to stop"
 
 
-def send(store: EventStore, run: str, to: str, text: str) -> None:
-    store.append(run, PERSON, PERSON_MESSAGE, {"to": to, "text": text})
+def send(store: EventStore, run: str, to: str, text: str, *, sender: str = PERSON) -> None:
+    """Record a message from `sender` (the person or the lead) to agent `to` (or EVERYONE)."""
+    store.append(run, sender, _KINDS[sender], {"to": to, "text": text})
 
 
 def request_stop(store: EventStore, run: str, to: str = EVERYONE) -> None:
@@ -35,7 +41,7 @@ def stop_requested(store: EventStore, run: str, to: str = EVERYONE) -> bool:
 
 
 class Inbox(Policy):
-    """Delivers the person's messages to `agent` and halts it when a stop is requested."""
+    """Delivers the person's and the lead's messages to `agent` and halts it when a stop is requested."""
 
     name = "inbox"
 
@@ -46,14 +52,13 @@ class Inbox(Policy):
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         actions: list[Action] = []
         for event in self.store.events(
-            run=self.run, kinds=[PERSON_MESSAGE, STOP_REQUESTED], after_id=self.seen
+            run=self.run, kinds=[PERSON_MESSAGE, LEAD_MESSAGE, STOP_REQUESTED], after_id=self.seen
         ):
             self.seen = event.id
             if event.data.get("to") not in (self.agent, EVERYONE):
                 continue
             if event.kind == STOP_REQUESTED:
                 return [*actions, Halt(STOPPED_BY_PERSON)]
-            actions.append(
-                Inject(Message("user", f"Message from the person running hilbert: {event.data['text']}"))
-            )
+            sender = _FROM[event.kind]
+            actions.append(Inject(Message("user", f"Message from {sender}: {event.data['text']}")))
         return actions

@@ -34,7 +34,7 @@ READ_TOOLS = ("read_file", "list_files", "grep", "shell")
 
 _STR = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STR}
-_TASK_SCHEMA: dict[str, Any] = {
+TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string", "description": "a short ASCII id such as T3"},
@@ -59,7 +59,7 @@ WRITE_PLAN_SPEC = ToolSpec(
     "saying what is wrong; fix it and call write_plan again. Calling it again replaces the plan.",
     {
         "type": "object",
-        "properties": {"goal": _STR, "tasks": {"type": "array", "items": _TASK_SCHEMA}},
+        "properties": {"goal": _STR, "tasks": {"type": "array", "items": TASK_SCHEMA}},
         "required": ["goal", "tasks"],
         "additionalProperties": False,
     },

@@ -3,8 +3,10 @@
 `run_fleet` is the local runtime's loop (a Ray runtime can replace it later): it asks the pure
 `scheduler` what may start, provisions each worker a workspace at the integration tip, runs hilbert's
 agent loop with `HarnessVerify` on stop, sends verified commits through the `MergeQueue`, and retries or
-escalates failures. Every decision is an event of the harness (agent "harness") in the run's log, so
-`status` and resume can be derived from the log.
+escalates failures. Escalated tasks go to the lead (given a `lead_model`): a session of the agent loop
+whose tools (`escalation`) reassign, split, add, mark impossible or message workers — the run applies
+what it decides (`steer`) and records it. Every decision is an event of the harness (agent
+"harness") in the run's log, so `status` and resume can be derived from the log.
 
 The person's repository is never written: the run works in a bare clone of it under `root`, whose
 branch `hilbert/integration` only ever moves to commits whose checks passed.
@@ -23,10 +25,12 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import COST_CAP, AgentResult, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
-from hilbert.fleet.inbox import STOPPED_BY_PERSON, Inbox, stop_requested
+from hilbert.errors import UserError
+from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
+from hilbert.fleet.inbox import LEAD, STOPPED_BY_PERSON, Inbox, send, stop_requested
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
-from hilbert.fleet.names import Name, allocate
-from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.names import Name, allocate, lookup
+from hilbert.fleet.plan import Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, is_finished, ready
 from hilbert.fleet.verify import HarnessVerify
 from hilbert.models.types import Model
@@ -56,6 +60,8 @@ class FleetConfig:
     # Off by default: RLIMIT_AS caps address space, which breaks runtimes that reserve much more than they
     # use (node, the JVM, Go); the sandbox (issue 5) brings a real memory limit (cgroups).
     command_memory_mb: int | None = None
+    lead_turns: int = 30  # per session of the lead answering escalations
+    max_reopens: int = 2  # times the lead may reopen (reassign or split) one task
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,11 @@ async def run_fleet(
     store: EventStore,
     config: FleetConfig = FleetConfig(),
     env: Mapping[str, str] | None = None,
+    lead_model: Model | None = None,
 ) -> FleetResult:
-    fleet = _Fleet(plan, root, run, model, store, config, env)
+    """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
+    escalated tasks stay escalated; with it, the lead answers them with tools."""
+    fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
     return await fleet.go(Path(repo).absolute())
 
 
@@ -95,6 +104,7 @@ class _Fleet:
         store: EventStore,
         config: FleetConfig,
         env: Mapping[str, str] | None,
+        lead_model: Model | None = None,
     ) -> None:
         self.plan, self.root, self.run, self.model, self.store = (
             plan,
@@ -103,7 +113,10 @@ class _Fleet:
             model,
             store,
         )
-        self.config, self.env = config, env
+        self.config, self.env, self.lead_model = config, env, lead_model
+        self.answered: set[str] = set()  # escalations the lead was shown (or that are not the lead's)
+        self.lead_sessions = 0
+        self.workers: dict[str, Name] = {}  # running task -> its worker
         self.states = {task.id: TaskState(task.id) for task in plan.tasks}
         self.tasks = {task.id: task for task in plan.tasks}
         self.names_used: list[str] = []
@@ -151,19 +164,28 @@ class _Fleet:
         )
         running: dict[asyncio.Task[Any], str] = {}
         merging: asyncio.Task[Any] | None = None
+        leading: asyncio.Task[Any] | None = None
         try:
-            while not is_finished(self.plan, self.states) or self.queue.pending or merging or running:
+            while (
+                not is_finished(self.plan, self.states) or self.queue.pending or merging or running or leading
+            ):
                 stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
                 for task_id in (
                     [] if stopping else ready(self.plan, self.states, max_running=self.config.workers)
                 ):
                     name = allocate(1, taken=self.names_used)[0]
                     self.names_used.append(name.id)
+                    self.workers[task_id] = name
                     self.set_state(task_id, status="running", worker=name.display)
                     running[asyncio.create_task(self.attempt(self.tasks[task_id], name))] = task_id
                 if merging is None and self.queue.pending:
                     merging = asyncio.create_task(self.queue.process())
-                waiting = set(running) | ({merging} if merging else set())
+                unanswered = [
+                    t for t, s in self.states.items() if s.status == "escalated" and t not in self.answered
+                ]
+                if leading is None and unanswered and self.lead_model is not None and not stopping:
+                    leading = asyncio.create_task(self.consult_lead(unanswered))
+                waiting = set(running) | {task for task in (merging, leading) if task is not None}
                 if not waiting:
                     break  # nothing runs and nothing can start: the rest is blocked
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -171,12 +193,18 @@ class _Fleet:
                     if finished is merging:
                         merging = None
                         self.merged(finished)
+                    elif finished is leading:
+                        leading = None
+                        self.consulted(finished)
                     else:
-                        self.attempted(running.pop(finished), finished)
+                        task_id = running.pop(finished)
+                        self.workers.pop(task_id, None)
+                        self.attempted(task_id, finished)
         finally:
-            for pending in [*running, *([merging] if merging else [])]:
+            others = [task for task in (merging, leading) if task is not None]
+            for pending in [*running, *others]:
                 pending.cancel()
-            await asyncio.gather(*running, *([merging] if merging else []), return_exceptions=True)
+            await asyncio.gather(*running, *others, return_exceptions=True)
             await self.queue.close()
         tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
         stuck = blocked(self.plan, self.states)
@@ -263,6 +291,7 @@ class _Fleet:
         )
         if ref is None and (result.reason == STOPPED_BY_PERSON or result.reason.startswith(COST_CAP)):
             self.states[task_id] = replace(self.states[task_id], status="escalated")  # not a failed attempt
+            self.answered.add(task_id)  # the person's decision (or the budget's), not one for the lead
             self.record("task_stopped", {"task": task_id, "why": result.reason})
             self.set_state(task_id)
         elif ref is None:
@@ -297,3 +326,80 @@ class _Fleet:
             {"task": task_id, "why": why, "decision": decision.reason},
         )
         self.set_state(task_id)
+
+    # -- the lead ----------------------------------------------------------------------------------
+
+    async def consult_lead(self, escalated: list[str]) -> AgentResult:
+        """One session of the lead on `escalated`, with read tools over a checkout of the integration tip."""
+        assert self.lead_model is not None
+        self.answered.update(escalated)
+        self.lead_sessions += 1
+        self.record("lead_consulted", {"tasks": escalated, "session": self.lead_sessions})
+        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+        checkout = await self.workspaces.provision(f"lead-{self.lead_sessions}", tip)
+        running = {task: name.display for task, name in self.workers.items()}
+        brief = escalation_brief(self.plan, self.states, escalated, self.feedback, running=running)
+        tools = EscalationToolBox(checkout.work_tree, self, max_reopens=self.config.max_reopens, env=self.env)
+        spend = SharedCostLimit(self.cost)
+        try:
+            result = await run_agent(
+                run=self.run,
+                agent=LEAD,
+                task=brief,
+                model=self.lead_model,
+                toolbox=tools,
+                store=self.store,
+                policies=[TurnLimit(self.config.lead_turns), spend, Inbox(self.store, self.run, LEAD)],
+            )
+            spend.settle(result.cost_usd)
+        finally:
+            kept = await asyncio.shield(
+                self.workspaces.archive_or_remove(checkout, self.integration, f"refs/heads/{INTEGRATION}")
+            )
+            self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
+        return result
+
+    def consulted(self, finished: asyncio.Task[AgentResult]) -> None:
+        error = finished.exception()
+        unanswered = [t for t, s in self.states.items() if s.status == "escalated" and t in self.answered]
+        self.record(
+            "lead_answered",
+            {
+                "status": "error" if error else finished.result().status,
+                "error": f"{type(error).__name__}: {error}" if error else None,
+                "still_escalated": unanswered,
+            },
+        )
+
+    def steer(
+        self,
+        action: str,
+        detail: dict[str, Any],
+        *,
+        plan: Plan | None = None,
+        states: Mapping[str, TaskState] = {},
+        notes: Mapping[str, str] = {},
+    ) -> None:
+        """Apply what the lead decided (already validated by its tools) and record it."""
+        self.record("lead_action", {"action": action, **detail})
+        if plan is not None:
+            self.plan, self.tasks = plan, {task.id: task for task in plan.tasks}
+            (self.root / "PLAN.md").write_text(write_plan(plan))
+            self.record(
+                "plan_changed", {"tasks": [t.id for t in plan.tasks], "plan": str(self.root / "PLAN.md")}
+            )
+        for task_id, note in notes.items():
+            earlier = self.feedback.get(task_id)
+            self.feedback[task_id] = (f"{earlier}\n\n" if earlier else "") + f"The lead's note: {note}"
+        for task_id, state in states.items():
+            self.states[task_id] = state
+            self.answered.discard(task_id)  # if it is escalated again, the lead hears of it again
+            self.set_state(task_id)
+
+    def message_worker(self, worker: str, text: str) -> str:
+        name = lookup(worker, self.workers.values())
+        if name is None:
+            running = ", ".join(n.display for n in self.workers.values()) or "none"
+            raise UserError(f"no running worker is called {worker!r}", hint=f"running now: {running}")
+        send(self.store, self.run, name.display, text, sender=LEAD)
+        return name.display

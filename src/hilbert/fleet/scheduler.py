@@ -34,12 +34,14 @@ SETTLED: frozenset[str] = frozenset({"done"}) | DEAD
 
 @dataclass(frozen=True)
 class TaskState:
-    """Where one task stands: its status, how many attempts have failed so far, and who holds it."""
+    """Where one task stands: its status, how many attempts have failed so far (since the lead last
+    reopened it), who holds it, and how often the lead reopened it."""
 
     task_id: str
     status: Status = "pending"
     attempts: int = 0
     worker: str | None = None
+    reopened: int = 0  # times the lead reopened it (reassigned or split) after it was escalated
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

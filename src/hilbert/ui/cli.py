@@ -192,15 +192,17 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
 
 
 @cli.command()
+@click.argument("goal", required=False)
 @click.option(
     "--plan",
     "plan_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
     help="The plan to carry out (written by `hilbert plan`, edited by you).",
 )
+@click.option("--yes", "-y", is_flag=True, help="With GOAL: run the lead's plan without asking first.")
 @_REPO
 @_MODEL
+@click.option("--lead-model", help="The lead's model (planning, escalations); default: --model.")
 @click.option(
     "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
 )
@@ -213,11 +215,34 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
     help="The whole run's cost cap in USD: workers halt (work kept) once it is spent.",
 )
 @_DB
-def run(plan_file: Path, repo: Path, workers: int, run_cost: float, **options: Any) -> None:
-    """Carry out a plan with named workers; verified work lands on hilbert/integration."""
-    from hilbert.ui.fleet_commands import run_command
+def run(
+    goal: str | None,
+    plan_file: Path | None,
+    yes: bool,
+    repo: Path,
+    workers: int,
+    run_cost: float,
+    **options: Any,
+) -> None:
+    """Carry out a plan (--plan PLAN.md, or GOAL: the lead plans it first) with named workers;
+    verified work lands on hilbert/integration."""
+    from hilbert.ui.fleet_commands import default_plan_path, plan_command, run_command
 
+    if (goal is None) == (plan_file is None):
+        raise UserError(
+            "give either a GOAL or --plan PLAN.md" + (", not both" if goal else ""),
+            hint='hilbert run --plan PLAN.md, or hilbert run "GOAL" --yes to plan and run in one go',
+        )
     settings = Settings.load(options)
+    if goal is not None:
+        plan_file = default_plan_path(repo)
+        asyncio.run(plan_command(settings, goal, repo, plan_file))
+        if not yes and not (sys.stdin.isatty() and click.confirm("Run this plan now?")):
+            raise UserError(
+                f"the plan is in {plan_file}, not run",
+                hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
+            )
+    assert plan_file is not None
     result = asyncio.run(run_command(settings, plan_file, repo, workers=workers, max_cost_usd=run_cost))
     sys.exit(0 if result.all_done else 1)
 

@@ -35,12 +35,14 @@ small, independent tasks: each with the files it expects to change (claims) and 
 proves it done. Then finish."""
 
 
-def model_from(settings: Settings) -> Model:
-    if not settings.model:
+def model_from(settings: Settings, *, lead: bool = False) -> Model:
+    """The workers' model, or with `lead` the lead's (`lead_model`, else the same as the workers')."""
+    name = (settings.lead_model if lead else None) or settings.model
+    if not name:
         raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
     prices = PriceTable.default().with_overrides(settings.prices)
     return make_model(
-        settings.model,
+        name,
         prices=prices,
         timeout_s=settings.model_timeout_s,
         max_attempts=settings.model_max_attempts,
@@ -67,7 +69,7 @@ async def plan_command(
 ) -> Plan:
     """Run the lead on `goal` in `repo` until it has written a valid plan to `out`."""
     _require_repo(repo)
-    model = model_from(settings)
+    model = model_from(settings, lead=True)
     tools = PlanningToolBox(repo, out, env=env)
     run = f"plan-{uuid.uuid4().hex[:8]}"
     with EventStore.open(settings.db_path) as store:
@@ -106,12 +108,13 @@ async def run_command(
     if not plan_file.is_file():
         raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
-    model = model_from(settings)
+    model, lead_model = model_from(settings), model_from(settings, lead=True)
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
     with EventStore.open(settings.db_path) as store:
         echo(
-            f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name} (log: {settings.db_path})"
+            f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name}, "
+            f"the lead on {lead_model.name} (log: {settings.db_path})"
         )
         async with printing(store, run, echo):
             result = await run_fleet(
@@ -120,6 +123,7 @@ async def run_command(
                 root=root,
                 run=run,
                 model=model,
+                lead_model=lead_model,
                 store=store,
                 env=env,
                 config=FleetConfig(workers=workers, max_turns=settings.max_turns, max_cost_usd=max_cost_usd),

@@ -6,6 +6,9 @@ earlier turns, and the action the procedure yields next is the reply. It needs t
 `hilbert.fleet.lead_tools.PlanningToolBox` (shell, read_file, list_files, write_plan, finish); offered
 anything less, it says so in a text reply (which ends an agent loop) instead of guessing.
 
+Offered the tools of `hilbert.fleet.escalation.EscalationToolBox` (`reassign` among them) instead, it
+answers the escalations in its brief (`escalations.py`).
+
 Spec: `lead[:final=true]` — `final=true` adds a last task "Whole suite green" depending on all others.
 """
 
@@ -21,9 +24,11 @@ from hilbert.models.types import ToolCall
 from hilbert.testing.engineer.actions import Finish, ListFiles, Observation, Read, Run
 from hilbert.testing.engineer.dialects.base import command_observation
 from hilbert.testing.fake_server.policy import Conversation, Reply
+from hilbert.testing.lead.escalations import Steer, answer_escalations
 from hilbert.testing.lead.procedure import LeadAction, WritePlan, plan_work
 
 NEEDED = ("shell", "read_file", "list_files", "write_plan", "finish")
+ESCALATION_TOOLS = ("reassign", "mark_impossible", "finish")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -47,22 +52,24 @@ class LeadPolicy:
 
     def reply(self, conversation: Conversation) -> Reply:
         offered = {tool.name for tool in conversation.tools}
-        if missing := [name for name in NEEDED if name not in offered]:
+        escalations = "reassign" in offered
+        needed = ESCALATION_TOOLS if escalations else NEEDED
+        if missing := [name for name in needed if name not in offered]:
             return Reply(
-                text=f"I am the lead and plan with the tools {', '.join(NEEDED)}; "
-                f"this request lacks {', '.join(missing)}, so I cannot plan."
+                text=f"I am the lead and work with the tools {', '.join(needed)}; "
+                f"this request lacks {', '.join(missing)}, so I cannot go on."
             )
         messages = conversation.messages
         turns = [i for i, m in enumerate(messages) if m.role == "assistant"]
         brief = next((m.content for m in messages[: turns[0] if turns else None] if m.role == "user"), "")
-        steps = plan_work(brief, final_task=self.final_task)
+        steps = answer_escalations(brief) if escalations else plan_work(brief, final_task=self.final_task)
         try:
             action = next(steps)
             for n, start in enumerate(turns):
                 answers = messages[start + 1 : turns[n + 1] if n + 1 < len(turns) else len(messages)]
                 action = steps.send(_observe(answers))
         except StopIteration:
-            return Reply(text="The plan is written and I have finished.")
+            return Reply(text="I have finished.")
         tag = hashlib.sha256(f"{self.seed}\x1f{brief}".encode()).hexdigest()[:8]
         name, arguments = _call(action)
         why = getattr(action, "why", "")
@@ -75,8 +82,10 @@ def _observe(answers: Any) -> Observation:
     return command_observation(results, notes)
 
 
-def _call(action: LeadAction) -> tuple[str, dict[str, Any]]:
+def _call(action: LeadAction | Steer) -> tuple[str, dict[str, Any]]:
     match action:
+        case Steer(tool=tool, arguments=arguments):
+            return tool, arguments
         case Run(command=command):
             return "shell", {"command": command}
         case Read(path=path, start=start, end=end):

@@ -1,0 +1,253 @@
+"""The lead answers escalations with tools: in a real fleet run against the fake server's simulated
+lead, and tool by tool (each refuses a bad request with a reason and changes nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_support import ENV, git_repo
+
+from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
+from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
+from hilbert.fleet.scheduler import TaskState
+from hilbert.models import make_model
+from hilbert.models.types import ToolCall
+from hilbert.store import EventStore
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.sample import generate_sample_project
+
+
+def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cannot_pass(
+    tmp_path: Path,
+) -> None:
+    seed = random.randrange(1_000_000)
+    project = generate_sample_project(tmp_path / "repo", seed, bugs=1)
+    git_repo(project)
+    bug = project.bugs[0]
+    test_file = f"tests/test_{Path(bug.file).stem}.py"
+    plan = Plan(
+        goal="make the test suite pass",
+        tasks=(
+            Task(
+                id="T1",
+                title=f"fix {bug.file}",
+                claims=(bug.file,),
+                verify=f"python -m pytest -q {test_file}",
+            ),
+            Task(id="T2", title="the missing tests", verify="python -m pytest -q tests/test_missing.py"),
+            Task(id="T3", title="after the missing tests", verify="true", depends_on=("T2",)),
+        ),
+    )
+    # the first worker (Poincaré, on T1) stops early and claims done; with one verify round and one
+    # attempt its task is escalated at once. T2's check can never pass (no such test file).
+    engineer = "engineer:stop_early=1,agents=Poincaré"
+    with (
+        FakeServer(engineer, seed=seed) as workers_server,
+        FakeServer("lead", seed=seed) as lead_server,
+        EventStore.open(tmp_path / "log.db") as store,
+    ):
+        result = asyncio.run(
+            run_fleet(
+                plan,
+                repo=project.path,
+                root=tmp_path / "run",
+                run="r1",
+                model=make_model(f"anthropic:fake@{workers_server.base_url}", env={}),
+                lead_model=make_model(f"openai:fake-lead@{lead_server.openai_base_url}", env={}),
+                store=store,
+                env=ENV,
+                config=FleetConfig(workers=2, max_attempts=1, verify_rounds=1),
+            )
+        )
+        statuses = {task: state.status for task, state in result.states.items()}
+        assert statuses == {"T1": "done", "T2": "impossible", "T3": "pending"}, (seed, statuses)
+        assert result.stuck == {"T3": "depends on T2, which is impossible"}
+        actions = [e.data for e in store.events(run="r1", agent="harness", kinds=["lead_action"])]
+        assert [(a["action"], a["task"]) for a in actions] == [("reassign", "T1"), ("mark_impossible", "T2")]
+        assert "exit 4" in actions[1]["reason"]
+        # the lead's note reached the next worker on T1, who landed it
+        started = [e for e in store.events(run="r1", kinds=["agent_started"]) if "Task T1:" in e.data["task"]]
+        assert started[0].agent == "Poincaré" and len(started) == 2
+        assert (
+            "The lead's note:" in started[1].data["task"]
+            and "The lead's note:" not in started[0].data["task"]
+        )
+        lead_runs = store.events(run="r1", agent="lead", kinds=["agent_started", "agent_stopped"])
+        assert [e.kind for e in lead_runs][:2] == ["agent_started", "agent_stopped"]
+        assert lead_runs[1].data["status"] == "finished"
+    check = tmp_path / "check"
+    subprocess.run(
+        ["git", "clone", "-q", "-b", INTEGRATION, str(result.integration_repo), str(check)], check=True
+    )
+    tests = subprocess.run(
+        ["python", "-m", "pytest", "-q", test_file], cwd=check, env=ENV, capture_output=True
+    )
+    assert tests.returncode == 0, tests.stdout.decode()[-2000:]
+
+
+class Board:
+    """A running fleet as far as the lead's tools can see it: the plan, the states, what was steered."""
+
+    def __init__(self, plan: Plan, states: Mapping[str, TaskState], workers: Mapping[str, str] = {}) -> None:
+        self.plan, self.states = plan, dict(states)
+        self.workers = dict(workers)
+        self.steered: list[tuple[str, dict[str, Any]]] = []
+        self.notes: dict[str, str] = {}
+        self.messages: list[tuple[str, str]] = []
+
+    def steer(
+        self,
+        action: str,
+        detail: dict[str, Any],
+        *,
+        plan: Plan | None = None,
+        states: Mapping[str, TaskState] = {},
+        notes: Mapping[str, str] = {},
+    ) -> None:
+        self.steered.append((action, detail))
+        self.plan = plan or self.plan
+        self.states.update(states)
+        self.notes.update(notes)
+
+    def message_worker(self, worker: str, text: str) -> str:
+        from hilbert.errors import UserError
+
+        if worker.lower() not in self.workers:
+            raise UserError(f"no running worker is called {worker!r}")
+        self.messages.append((self.workers[worker.lower()], text))
+        return self.workers[worker.lower()]
+
+
+PLAN = Plan(
+    goal="g",
+    tasks=(
+        Task(id="T1", title="one", verify="true"),
+        Task(id="T2", title="two", verify="false", depends_on=("T1",)),
+        Task(id="T3", title="three", verify="true", depends_on=("T2",)),
+    ),
+)
+
+
+def call(toolbox: EscalationToolBox, name: str, **arguments: Any) -> tuple[str, bool]:
+    outcome = asyncio.run(toolbox.run(ToolCall("c1", name, arguments)))
+    return outcome.content, outcome.is_error
+
+
+@pytest.fixture
+def board() -> Board:
+    return Board(
+        PLAN,
+        {
+            "T1": TaskState("T1", "running", worker="Noether"),
+            "T2": TaskState("T2", "escalated", attempts=2),
+            "T3": TaskState("T3"),
+        },
+        workers={"noether": "Noether"},
+    )
+
+
+def test_split_task_adds_the_parts_and_the_task_then_depends_on_them(tmp_path: Path, board: Board) -> None:
+    tools = EscalationToolBox(tmp_path, board)
+    parts = [
+        {"id": "T2a", "title": "half", "description": "d", "verify": "true"},
+        {"id": "T2b", "title": "other half", "description": "d", "verify": "true", "depends_on": ["T2a"]},
+    ]
+    text, error = call(tools, "split_task", task="T2", into=parts)
+    assert not error, text
+    assert [t.id for t in board.plan.tasks] == ["T1", "T2a", "T2b", "T2", "T3"]
+    assert board.plan.tasks[3].depends_on == ("T1", "T2a", "T2b")
+    assert board.states["T2"] == TaskState("T2", "pending", attempts=0, reopened=1)
+    assert board.states["T2a"] == TaskState("T2a")
+    assert board.steered == [("split_task", {"task": "T2", "into": ["T2a", "T2b"]})]
+
+
+def test_a_part_that_depends_on_the_task_it_splits_is_a_cycle_and_nothing_changes(
+    tmp_path: Path, board: Board
+) -> None:
+    tools = EscalationToolBox(tmp_path, board)
+    parts = [{"id": "T2a", "title": "half", "description": "d", "verify": "true", "depends_on": ["T2"]}]
+    text, error = call(tools, "split_task", task="T2", into=parts)
+    assert error and "dependency cycle" in text and "T2a" in text
+    assert board.plan is PLAN and board.steered == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "says"),
+    [
+        ("reassign", {"task": "T9", "note": "n"}, "there is no task 'T9'"),
+        ("reassign", {"task": "T1", "note": "n"}, "cannot reassign T1 while it is running"),
+        ("reassign", {"task": "T2", "note": " "}, "`note` must be a non-empty string"),
+        ("mark_impossible", {"task": "T1", "reason": "r"}, "cannot mark impossible T1 while it is running"),
+        (
+            "add_task",
+            {"task": {"id": "T1", "title": "t", "description": "d", "verify": "x"}},
+            "already in the plan",
+        ),
+        ("add_task", {"task": {"id": "T4", "title": "t", "description": "d"}}, "task.verify: Field required"),
+        (
+            "add_task",
+            {"task": {"id": "T4", "title": "t", "description": "d", "verify": "x", "depends_on": ["T8"]}},
+            "not in the plan",
+        ),
+        ("message_worker", {"worker": "Gauss", "text": "hi"}, "no running worker is called 'Gauss'"),
+        ("write_file", {"path": "x", "content": "y"}, "unknown tool 'write_file'"),
+    ],
+)
+def test_a_bad_request_is_a_tool_error_saying_why_and_changes_nothing(
+    tmp_path: Path, board: Board, tool: str, arguments: dict[str, Any], says: str
+) -> None:
+    before = dict(board.states)
+    text, error = call(EscalationToolBox(tmp_path, board), tool, **arguments)
+    assert error and says in text, text
+    assert board.states == before and board.plan is PLAN and board.steered == [] and board.messages == []
+
+
+def test_a_task_is_reopened_at_most_max_reopens_times(tmp_path: Path, board: Board) -> None:
+    tools = EscalationToolBox(tmp_path, board, max_reopens=1)
+    assert not call(tools, "reassign", task="T2", note="try the other branch")[1]
+    assert board.notes == {"T2": "try the other branch"}
+    board.states["T2"] = TaskState("T2", "escalated", attempts=2, reopened=1)  # it failed again
+    text, error = call(tools, "reassign", task="T2", note="again")
+    assert error and "reopened 1 times already" in text and "mark it impossible" in text
+    assert not call(tools, "mark_impossible", task="T2", reason="cannot be done")[1]
+    assert board.states["T2"].status == "impossible"
+
+
+def test_add_task_and_message_worker_change_the_plan_and_reach_the_worker(
+    tmp_path: Path, board: Board
+) -> None:
+    tools = EscalationToolBox(tmp_path, board)
+    new = {
+        "id": "T4",
+        "title": "docs",
+        "description": "write them",
+        "verify": "test -f README.md",
+        "depends_on": ["T1"],
+    }
+    assert not call(tools, "add_task", task=new)[1]
+    assert board.plan.tasks[-1].id == "T4" and board.states["T4"] == TaskState("T4")
+    text, error = call(tools, "message_worker", worker="noether", text="T2 needs your helper")
+    assert not error and "Noether" in text
+    assert board.messages == [("Noether", "T2 needs your helper")]
+
+
+def test_the_brief_lists_each_escalated_task_with_why_its_last_attempt_did_not_land() -> None:
+    states = {
+        "T1": TaskState("T1", "done"),
+        "T2": TaskState("T2", "escalated", 2, reopened=1),
+        "T3": TaskState("T3"),
+    }
+    brief = escalation_brief(
+        PLAN, states, ["T2"], {"T2": "verify → exit 1\n```\nboom"}, running={"T4": "Gauß"}
+    )
+    assert "## T2 — two" in brief and "verify: `false`" in brief
+    assert "attempts: 2 (reopened before: 1)" in brief
+    assert "1 done, 1 escalated, 1 pending" in brief and "T4 (Gauß)" in brief
+    assert brief.count("```") == 2  # the reason cannot close the block it is quoted in
