@@ -22,6 +22,7 @@ from hilbert.models.types import ToolCall
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
+from hilbert.ui.log_view import format_event
 
 
 def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cannot_pass(
@@ -79,6 +80,10 @@ def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cann
             "The lead's note:" in started[1].data["task"]
             and "The lead's note:" not in started[0].data["task"]
         )
+        shown = "\n".join(format_event(e, store) for e in store.events(run="r1", agent="harness"))
+        assert "lead: reassign T1: The last attempts did not pass" in shown
+        assert "lead: mark_impossible T2: its check" in shown and "the lead is asked about T1" in shown
+        assert '{"' not in shown  # every harness event has its own one-line form
         lead_runs = store.events(run="r1", agent="lead", kinds=["agent_started", "agent_stopped"])
         assert [e.kind for e in lead_runs][:2] == ["agent_started", "agent_stopped"]
         assert lead_runs[1].data["status"] == "finished"

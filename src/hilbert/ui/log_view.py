@@ -195,6 +195,15 @@ _FLEET_LINES = {
     "person_message": "message for {to}: {text_line}",
     "stop_requested": "stop requested for {to}",
     "fleet_finished": "fleet finished: {states_line}",
+    "task_stopped": "{task} stopped: {why_line}",
+    "task_error": "{task}: a harness step failed: {error}",
+    "merge_error": "the merge queue failed: {error}",
+    "lead_consulted": "the lead is asked about {task_list}",
+    "lead_action": "lead: {action} {task_list}{lead_detail}",
+    "plan_changed": "the plan now has {n_tasks} tasks",
+    "lead_answered": "the lead is done ({status}){still_line}",
+    "lead_message": "lead → {to}: {text_line}",
+    "workspaces_fallback": "workspaces are full private clones from now on: {why}",
 }
 
 
@@ -211,6 +220,10 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         n_fixed=len(data.get("fixed", ())),
         text_line=_first_line(str(data.get("text", ""))),
         states_line=", ".join(f"{k} {v}" for k, v in dict(data.get("states", {})).items()),
+        lead_detail=_lead_detail(data),
+        still_line=f"; still escalated: {', '.join(data['still_escalated'])}"
+        if data.get("still_escalated")
+        else "",
     )
     failed = event.kind in ("merge_checks_failed", "merge_rejected", "merge_conflict") or (
         event.kind == "verify_run" and not data["passed"]
@@ -220,6 +233,13 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
     if failed and len(lines) > OUTPUT_LINES:
         details.insert(0, f"… ({_plural(len(lines) - OUTPUT_LINES, 'earlier line')})")
     return _FLEET_LINES[event.kind].format_map(data), details
+
+
+def _lead_detail(data: dict[str, Any]) -> str:
+    if data.get("into"):
+        return " into " + ", ".join(data["into"])
+    said = data.get("note") or data.get("reason")
+    return f": {_first_line(str(said))}" if said else ""
 
 
 def _render_other(event: Event, store: EventStore) -> Rendered:
