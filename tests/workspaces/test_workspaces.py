@@ -1,17 +1,21 @@
-"""Isolated worker checkouts on real git repositories in tmp_path."""
+"""Isolated worker checkouts on real git repositories in tmp_path, for both strategies ("snapshot" and
+"clone"), and the automatic fallback from one to the other."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hilbert.errors import RunError, UserError
-from hilbert.workspaces import Checkout, Workspaces
+from hilbert.errors import ConfigError, RunError, UserError
+from hilbert.workspaces import Checkout, Git, Workspaces
+from hilbert.workspaces.snapshot import Snapshots
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -46,6 +50,19 @@ def person_repo(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.fixture(params=["snapshot", "clone"])
+def strategy(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def ws(tmp_path: Path, person_repo: Path, strategy: str) -> Iterator[Workspaces]:
+    spaces = Workspaces(tmp_path / "run", person_repo, strategy=strategy)
+    yield spaces
+    # no test of a strategy passes by having quietly fallen back to the other one
+    assert (spaces.strategy, spaces.fallback_reason) == (strategy, None)
+
+
 def head(repo: Path, rev: str = "HEAD") -> str:
     return git(repo, "rev-parse", rev).stdout.strip()
 
@@ -57,9 +74,10 @@ def wgit(checkout: Checkout, *args: str, check: bool = True):
     )  # fmt: skip
 
 
-def test_each_worker_sees_only_its_own_branch_and_no_dot_git(tmp_path: Path, person_repo: Path) -> None:
+def test_each_worker_sees_only_its_own_branch_and_no_dot_git(
+    tmp_path: Path, person_repo: Path, ws: Workspaces, strategy: str
+) -> None:
     refs_before = git(person_repo, "for-each-ref").stdout
-    ws = Workspaces(tmp_path / "run", person_repo)
 
     async def go() -> tuple[Checkout, Checkout]:
         return await ws.provision("w1", "main"), await ws.provision("w2", "main")
@@ -75,13 +93,19 @@ def test_each_worker_sees_only_its_own_branch_and_no_dot_git(tmp_path: Path, per
         assert not c.git_dir.is_relative_to(c.work_tree)
         assert (c.work_tree / "pkg3" / "mod13.py").read_text() == "VALUE = 13\n"
         assert wgit(c, "status", "--porcelain").stdout == ""
+        alternates = c.git_dir / "objects" / "info" / "alternates"
+        if strategy == "snapshot":  # borrowed, read-only, from the one pack of the base's history
+            assert alternates.read_text() == f"{tmp_path / 'run' / 'objects' / base}\n"
+        else:  # a private copy: nothing borrowed
+            assert not alternates.exists() and not (tmp_path / "run" / "objects").exists()
     assert a.git_dir != b.git_dir and a.work_tree != b.work_tree
     assert git(person_repo, "for-each-ref").stdout == refs_before  # nothing written to the person's repo
     assert git(person_repo, "status", "--porcelain").stdout == ""
 
 
-def test_later_commits_and_other_workers_objects_are_unreachable(tmp_path: Path, person_repo: Path) -> None:
-    ws = Workspaces(tmp_path / "run", person_repo)
+def test_later_commits_and_other_workers_objects_are_unreachable(
+    tmp_path: Path, person_repo: Path, ws: Workspaces
+) -> None:
     old = head(person_repo, "HEAD~1")
     a = asyncio.run(ws.provision("w1", old))
     b = asyncio.run(ws.provision("w2", old))
@@ -101,13 +125,14 @@ def test_later_commits_and_other_workers_objects_are_unreachable(tmp_path: Path,
     assert wgit(b, "cat-file", "-e", old).returncode == 0
 
 
-def test_hooks_never_run_and_person_hooks_untouched(tmp_path: Path, person_repo: Path) -> None:
+def test_hooks_never_run_and_person_hooks_untouched(
+    tmp_path: Path, person_repo: Path, ws: Workspaces
+) -> None:
     def person_hooks() -> dict[str, bytes]:
         return {p.name: p.read_bytes() for p in (person_repo / ".git" / "hooks").iterdir()}
 
     hooks_before = person_hooks()
     assert hooks_before  # git init's sample hooks are there to be compared
-    ws = Workspaces(tmp_path / "run", person_repo)
     a = asyncio.run(ws.provision("w1", "main"))
     b = asyncio.run(ws.provision("w2", "main"))
     fired = tmp_path / "hook-fired"
@@ -132,8 +157,7 @@ def test_hooks_never_run_and_person_hooks_untouched(tmp_path: Path, person_repo:
     assert person_hooks() == hooks_before
 
 
-def test_commit_round_trip_and_fetch_into(tmp_path: Path, person_repo: Path) -> None:
-    ws = Workspaces(tmp_path / "run", person_repo)
+def test_commit_round_trip_and_fetch_into(tmp_path: Path, person_repo: Path, ws: Workspaces) -> None:
     c = asyncio.run(ws.provision("w1", "main"))
     assert asyncio.run(ws.commit(c, "nothing")) is None
     (c.work_tree / "README.md").write_text("changed\n")
@@ -159,8 +183,9 @@ def test_commit_round_trip_and_fetch_into(tmp_path: Path, person_repo: Path) -> 
         asyncio.run(ws.fetch_into(c, integration, "queue/w1"))
 
 
-def test_archive_keeps_unfinished_work_and_removes_merged(tmp_path: Path, person_repo: Path) -> None:
-    ws = Workspaces(tmp_path / "run", person_repo)
+def test_archive_keeps_unfinished_work_and_removes_merged(
+    tmp_path: Path, person_repo: Path, ws: Workspaces
+) -> None:
     integration = tmp_path / "integration"
     git(tmp_path, "clone", "--quiet", "--bare", str(person_repo), str(integration))
 
@@ -197,23 +222,25 @@ def test_archive_keeps_unfinished_work_and_removes_merged(tmp_path: Path, person
     assert len(list(archive.glob("*.bundle"))) == 1
 
 
-def test_sixteen_workers_concurrently(tmp_path: Path, person_repo: Path) -> None:
-    ws = Workspaces(tmp_path / "run", person_repo)
+def test_sixteen_workers_concurrently(tmp_path: Path, ws: Workspaces, strategy: str) -> None:
 
     async def go() -> list[Checkout]:
         return await asyncio.gather(*(ws.provision(f"w{i:02d}", "main") for i in range(16)))
 
     checkouts = asyncio.run(go())
     assert len({c.git_dir for c in checkouts}) == 16
-    assert len(list((tmp_path / "run" / "objects").iterdir())) == 1  # one snapshot for the shared base
+    objects = tmp_path / "run" / "objects"
+    if strategy == "snapshot":
+        assert len(list(objects.iterdir())) == 1  # one snapshot for the shared base
+    else:
+        assert not objects.exists()
     for c in checkouts:
         assert wgit(c, "for-each-ref", "--format=%(refname)").stdout.split() == [c.ref]
         assert wgit(c, "status", "--porcelain").stdout == ""
         assert len(wgit(c, "ls-files").stdout.splitlines()) == 101
 
 
-def test_bad_input_is_a_clear_error(tmp_path: Path, person_repo: Path) -> None:
-    ws = Workspaces(tmp_path / "run", person_repo)
+def test_bad_input_is_a_clear_error(tmp_path: Path, person_repo: Path, ws: Workspaces) -> None:
     with pytest.raises(UserError, match="not a commit"):
         asyncio.run(ws.provision("w1", "no-such-branch"))
     with pytest.raises(UserError, match="bad worker id"):
@@ -223,3 +250,90 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, person_repo: Path) -> None:
         asyncio.run(ws.provision("w1", "main"))
     with pytest.raises(RunError, match=r"git .*failed"):
         asyncio.run(ws.git.run("-C", tmp_path, "rev-parse", "--verify", "nothing"))
+
+
+def test_checkout_needs_nothing_of_the_person_repository(
+    tmp_path: Path, person_repo: Path, ws: Workspaces
+) -> None:
+    c = asyncio.run(ws.provision("w1", "main"))
+    shutil.rmtree(person_repo)
+    assert wgit(c, "fsck", "--full", "--strict", "--no-dangling").returncode == 0
+    (c.work_tree / "README.md").write_text("still works\n")
+    sha = asyncio.run(ws.commit(c, "after the person's repository went away"))
+    assert sha is not None and asyncio.run(ws.tip(c)) == sha
+    exported = asyncio.run(ws.export(c, sha, tmp_path / "exported"))
+    assert (exported / "README.md").read_text() == "still works\n"
+    assert (exported / "pkg9" / "mod99.py").read_text() == "VALUE = 99\n"
+
+
+def test_unknown_strategy_is_a_config_error(tmp_path: Path, person_repo: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown workspace strategy 'overlay'") as caught:
+        Workspaces(tmp_path / "run", person_repo, strategy="overlay")
+    assert caught.value.hint is not None and "clone" in caught.value.hint
+    assert Workspaces(tmp_path / "run", person_repo).strategy == "snapshot"  # the default
+
+
+def assert_private_clone(c: Checkout, base: str) -> None:
+    assert not (c.git_dir / "objects" / "info" / "alternates").exists()
+    assert wgit(c, "for-each-ref", "--format=%(refname)").stdout.split() == [c.ref]
+    assert wgit(c, "rev-parse", "HEAD").stdout.strip() == base
+    assert wgit(c, "status", "--porcelain").stdout == ""
+    assert not (c.work_tree / ".git").exists()
+    assert wgit(c, "fsck", "--full", "--no-dangling").returncode == 0
+
+
+def test_falls_back_to_clones_when_the_snapshot_cannot_be_built(tmp_path: Path, person_repo: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "objects").write_text("a file where the snapshot folder must go\n")  # fails for root too
+    ws = Workspaces(run, person_repo)
+
+    async def go() -> list[Checkout]:
+        return await asyncio.gather(*(ws.provision(f"w{i}", "main") for i in range(4)))
+
+    checkouts = asyncio.run(go())
+    assert ws.strategy == "clone"
+    assert ws.fallback_reason is not None and "could not be built" in ws.fallback_reason
+    assert str(run / "objects") in ws.fallback_reason  # the reason names what went wrong
+    for c in checkouts:
+        assert_private_clone(c, head(person_repo))
+    (checkouts[0].work_tree / "new.txt").write_text("work\n")
+    sha = asyncio.run(ws.commit(checkouts[0], "work after the fallback"))
+    assert wgit(checkouts[1], "cat-file", "-e", str(sha), check=False).returncode != 0
+    assert (run / "objects").read_text() == "a file where the snapshot folder must go\n"
+
+
+def test_falls_back_to_clones_when_the_alternates_do_not_hold_the_base(
+    tmp_path: Path, person_repo: Path
+) -> None:
+    base = head(person_repo)
+    damaged = tmp_path / "run" / "objects" / base / "pack"
+    damaged.mkdir(parents=True)  # a snapshot whose pack files were deleted
+    ws = Workspaces(tmp_path / "run", person_repo)
+    first = asyncio.run(ws.provision("w1", "main"))
+    assert ws.strategy == "clone"
+    assert ws.fallback_reason is not None and "not visible through the alternates" in ws.fallback_reason
+    reason = ws.fallback_reason
+    second = asyncio.run(ws.provision("w2", "main"))
+    assert ws.fallback_reason == reason  # the switch is made and explained once
+    for c in (first, second):
+        assert_private_clone(c, base)
+    assert sorted(p.name for p in (tmp_path / "run" / "git").iterdir()) == ["w1.git", "w2.git"]
+
+
+def test_a_failed_snapshot_build_is_not_repeated(tmp_path: Path, person_repo: Path) -> None:
+    objects = tmp_path / "objects"
+    objects.write_text("in the way\n")
+    snapshots = Snapshots(Git(home=tmp_path), person_repo, objects)
+    base = head(person_repo)
+
+    async def twice() -> list[Path | BaseException]:
+        return await asyncio.gather(snapshots.ensure(base), snapshots.ensure(base), return_exceptions=True)
+
+    first, second = asyncio.run(twice())
+    assert isinstance(first, OSError)
+    assert isinstance(second, RunError) and "could not be built" in str(second)
+    objects.unlink()  # even once the obstacle is gone, this object does not try again
+    with pytest.raises(RunError, match="could not be built"):
+        asyncio.run(snapshots.ensure(base))
+    assert not objects.exists()

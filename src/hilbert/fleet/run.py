@@ -116,6 +116,7 @@ class _Fleet:
         self.config, self.env, self.lead_model = config, env, lead_model
         self.answered: set[str] = set()  # escalations the lead was shown (or that are not the lead's)
         self.lead_sessions = 0
+        self.fallback_noted = False
         self.workers: dict[str, Name] = {}  # running task -> its worker
         self.states = {task.id: TaskState(task.id) for task in plan.tasks}
         self.tasks = {task.id: task for task in plan.tasks}
@@ -220,6 +221,7 @@ class _Fleet:
         however the attempt ends, cancellation included."""
         tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
         checkout = await self.workspaces.provision(name.id, tip)
+        self.note_fallback()
         self.record(
             "task_started",
             {"task": task.id, "worker": name.display, "base": tip, "workspace": str(checkout.work_tree)},
@@ -277,6 +279,12 @@ class _Fleet:
             )
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
         return result, ref
+
+    def note_fallback(self) -> None:
+        """Say once in the log that workspaces fell back to full private clones, and why."""
+        if self.workspaces.fallback_reason and not self.fallback_noted:
+            self.fallback_noted = True
+            self.record("workspaces_fallback", {"strategy": "clone", "why": self.workspaces.fallback_reason})
 
     def attempted(self, task_id: str, finished: asyncio.Task[tuple[AgentResult, str | None]]) -> None:
         if finished.exception() is not None:  # a harness step failed (git, the disk): the task is retried

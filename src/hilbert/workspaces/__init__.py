@@ -1,8 +1,10 @@
 """Workspaces: the only code in hilbert that runs git.
 
-`Workspaces(root, repo)` gives each worker an isolated checkout (`Checkout`): its own work tree, its own
-git dir outside it, objects borrowed read-only from a per-base snapshot. See `workspaces` for the layout,
-`snapshot` for the object store and `git` for how git is run.
+`Workspaces(root, repo, strategy="snapshot"|"clone")` gives each worker an isolated checkout
+(`Checkout`): its own work tree, its own git dir outside it, objects borrowed read-only from a per-base
+snapshot ("snapshot", the default) or a private copy of the base's history ("clone", the portable
+fallback, also taken automatically when the snapshot cannot be used). See `workspaces` for the layout
+and strategies, `snapshot` for the object store and `git` for how git is run.
 """
 
 from hilbert.workspaces.git import Git, GitResult

@@ -13,7 +13,9 @@ temporary folder and renamed into place, so a half-written snapshot is never vis
 processes racing on the same base both end up with one complete snapshot.
 
 Snapshots are shared by every worker on that base and never written after creation (pack files are
-0444); new objects of a worker land in the worker's own object directory.
+0444); new objects of a worker land in the worker's own object directory. A build that failed is not
+retried by this `Snapshots` object: callers waiting on the same base get a `RunError` at once (the
+workspaces then fall back to private clones; see `hilbert.workspaces.workspaces`).
 """
 
 from __future__ import annotations
@@ -51,41 +53,55 @@ class Snapshots:
         self._repo = repo
         self._root = objects_root
         self._locks: dict[str, asyncio.Lock] = {}
+        self._failed: dict[str, str] = {}
 
     def path(self, sha: str) -> Path:
         return self._root / sha
 
     async def ensure(self, sha: str) -> Path:
-        """The object directory for `sha`, built on first use; concurrent callers share one build."""
+        """The object directory for `sha`, built on first use; concurrent callers share one build.
+        Raises RunError (git failed) or OSError (the folder could not be written) if it cannot be built."""
         target = self.path(sha)
         lock = self._locks.setdefault(sha, asyncio.Lock())
         async with lock:
             if (target / "pack").is_dir():
                 return target
-            self._root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=self._root))
-            try:
-                (tmp / "pack").mkdir()
-                (tmp / "info").mkdir()
-                await self._git.run(
-                    "-C",
-                    self._repo,
-                    "pack-objects",
-                    "--revs",
-                    "--quiet",
-                    tmp / "pack" / "pack",
-                    stdin=f"{sha}\n".encode(),
+            if sha in self._failed:
+                raise RunError(
+                    f"the object snapshot for {sha[:12]} could not be built: {self._failed[sha]}",
+                    hint=f"check that {self._root} is a writable folder and the repository is sound",
                 )
-                if not any((tmp / "pack").glob("pack-*.idx")):
-                    raise RunError(f"git pack-objects wrote no pack for {sha}", hint="check the repository")
-                os.chmod(tmp, 0o755)
-                try:
-                    tmp.rename(target)
-                except OSError:
-                    if not (target / "pack").is_dir():
-                        raise
-                    # another process finished the same snapshot first; keep theirs
-            finally:
-                if tmp.exists():
-                    await asyncio.to_thread(shutil.rmtree, tmp, True)
+            try:
+                await self._build(sha, target)
+            except (RunError, OSError) as err:
+                self._failed[sha] = str(err)
+                raise
             return target
+
+    async def _build(self, sha: str, target: Path) -> None:
+        self._root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:12]}-", dir=self._root))
+        try:
+            (tmp / "pack").mkdir()
+            (tmp / "info").mkdir()
+            await self._git.run(
+                "-C",
+                self._repo,
+                "pack-objects",
+                "--revs",
+                "--quiet",
+                tmp / "pack" / "pack",
+                stdin=f"{sha}\n".encode(),
+            )
+            if not any((tmp / "pack").glob("pack-*.idx")):
+                raise RunError(f"git pack-objects wrote no pack for {sha}", hint="check the repository")
+            os.chmod(tmp, 0o755)
+            try:
+                tmp.rename(target)
+            except OSError:
+                if not (target / "pack").is_dir():
+                    raise
+                # another process finished the same snapshot first; keep theirs
+        finally:
+            if tmp.exists():
+                await asyncio.to_thread(shutil.rmtree, tmp, True)

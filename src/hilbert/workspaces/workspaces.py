@@ -4,17 +4,30 @@ Layout under the run's private folder `root` (which is never inside a workspace)
 
     root/workspaces/<worker>/     the work tree — the only place a worker writes; it has no `.git` entry
     root/git/<worker>.git/        the worker's own git dir: HEAD, index, config, refs, (no) hooks
-    root/objects/<base-sha>/      read-only object snapshot of the base's history (see `snapshot`)
+    root/objects/<base-sha>/      read-only object snapshot of the base's history (see `snapshot`;
+                                  strategy "snapshot" only)
     root/archive/                 bundles and tarballs of work that was kept at cleanup
     root/home/                    HOME for every git process
 
 Each git dir is created with `git --git-dir=G --work-tree=W init --template=` (no sample hooks, no `.git`
-file in W, `core.worktree` recorded for people who inspect it), borrows the snapshot through
-`objects/info/alternates`, and has exactly one ref, `refs/heads/hilbert/<worker>` at the base: no
-remotes, no tags. Every later git call names `--git-dir` and `--work-tree` explicitly, so nothing is
-discovered from the work tree, and the harness flags (`hilbert.workspaces.git`) keep hooks, fsmonitor
-and global/system config out. The harness makes every commit and moves every ref; a sandbox can
-therefore leave only `root/workspaces/<worker>/` writable.
+file in W, `core.worktree` recorded for people who inspect it) and has exactly one ref,
+`refs/heads/hilbert/<worker>` at the base: no remotes, no tags. Where its objects come from is the
+strategy:
+
+- "snapshot" (the default): borrowed read-only from the base's snapshot through
+  `objects/info/alternates`; the cheapest in time and disk (`docs/bench.md`, "Workspaces").
+- "clone" (the portable fallback): a private copy of exactly the base's history, fetched by sha from the
+  repository (`git fetch --no-tags <repo> <sha>:refs/heads/hilbert/<worker>`, upload-pack over a pipe,
+  so nothing is hard-linked or borrowed); no `root/objects/`, no alternates. Needs nothing but git.
+
+A "snapshot" `Workspaces` switches itself to "clone" for the rest of its life, and says why in
+`fallback_reason`, when the snapshot cannot be built (git fails, the folder cannot be written) or a
+worker repository cannot see the base through its alternates. Either way the isolation is the same.
+
+Every later git call names `--git-dir` and `--work-tree` explicitly, so nothing is discovered from the
+work tree, and the harness flags (`hilbert.workspaces.git`) keep hooks, fsmonitor and global/system
+config out. The harness makes every commit and moves every ref; a sandbox can therefore leave only
+`root/workspaces/<worker>/` writable.
 
 One `Workspaces` object belongs to one event loop (it keeps per-base asyncio locks).
 """
@@ -29,12 +42,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hilbert.errors import RunError, UserError
+from hilbert.errors import ConfigError, RunError, UserError
 from hilbert.workspaces.git import Git, GitResult
 from hilbert.workspaces.snapshot import Snapshots, resolve_base
 
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 HARNESS_DIR = ".hilbert"
+STRATEGIES = ("snapshot", "clone")
 
 
 @dataclass(frozen=True)
@@ -53,12 +67,24 @@ class Checkout:
 
 
 class Workspaces:
-    """Provisions isolated checkouts of `repo` for workers, under the run's private folder `root`."""
+    """Provisions isolated checkouts of `repo` for workers, under the run's private folder `root`.
 
-    def __init__(self, root: Path, repo: Path) -> None:
+    `strategy` is "snapshot" (objects borrowed from a per-base snapshot) or "clone" (a private copy per
+    worker). `self.strategy` is the one in use now; `self.fallback_reason` is None, or why a "snapshot"
+    object switched to "clone"."""
+
+    def __init__(self, root: Path, repo: Path, strategy: str = "snapshot") -> None:
+        if strategy not in STRATEGIES:
+            raise ConfigError(
+                f"unknown workspace strategy {strategy!r}",
+                hint='use "snapshot" (the default: objects borrowed read-only from one pack per base) '
+                'or "clone" (a private copy of the base\'s history per worker; needs nothing but git)',
+            )
         self.root = Path(root).absolute()
         self.repo = Path(repo).absolute()
         self.git = Git(home=self.root / "home")
+        self.strategy = strategy
+        self.fallback_reason: str | None = None
         self._snapshots = Snapshots(self.git, self.repo, self.root / "objects")
 
     async def _worker_git(self, checkout: Checkout, *args: str | Path, check: bool = True) -> GitResult:
@@ -86,26 +112,61 @@ class Workspaces:
             )
         (self.root / "home").mkdir(parents=True, exist_ok=True)
         sha = await resolve_base(self.git, self.repo, base)
-        snapshot = await self._snapshots.ensure(sha)
         checkout = Checkout(worker_id, work_tree, git_dir, f"hilbert/{worker_id}", sha)
-        work_tree.mkdir(parents=True)
-        git_dir.parent.mkdir(parents=True, exist_ok=True)
+        if not (self.strategy == "snapshot" and await self._borrow(checkout)):
+            await self._clone(checkout)
+        return checkout
+
+    async def _clone(self, checkout: Checkout) -> None:
+        """Provision `checkout` with its own copy of exactly the base's history (fetched by sha)."""
+        await self._init(checkout)
+        await self._worker_git(
+            checkout, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+            "--update-head-ok", self.repo, f"{checkout.base}:{checkout.ref}",
+        )  # fmt: skip
+        await self._worker_git(checkout, "reset", "--hard", "--quiet", checkout.ref)
+
+    async def _borrow(self, checkout: Checkout) -> bool:
+        """Provision `checkout` with objects borrowed from the base's snapshot; False (and nothing left
+        behind) after switching to "clone" because the snapshot cannot be built or borrowed from."""
+        sha = checkout.base
+        try:
+            snapshot = await self._snapshots.ensure(sha)
+        except (RunError, OSError) as err:
+            self._fall_back(f"the object snapshot for {sha[:12]} could not be built ({err})")
+            return False
+        await self._init(checkout)
+        info = checkout.git_dir / "objects" / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "alternates").write_text(f"{snapshot}\n")
+        seen = await self._worker_git(checkout, "cat-file", "-e", f"{sha}^{{commit}}", check=False)
+        if seen.returncode != 0:
+            await self._remove(checkout)
+            self._fall_back(f"{sha[:12]} is not visible through the alternates to {snapshot}")
+            return False
+        await self._worker_git(checkout, "update-ref", checkout.ref, sha, "")
+        await self._worker_git(checkout, "reset", "--hard", "--quiet", checkout.ref)
+        return True
+
+    def _fall_back(self, why: str) -> None:
+        if self.strategy == "snapshot":
+            self.strategy = "clone"
+            self.fallback_reason = f"{why}; every new workspace is a private clone instead"
+
+    async def _init(self, checkout: Checkout) -> None:
+        """An empty git dir outside the work tree, HEAD on the worker's (unborn) branch, no hooks."""
+        checkout.work_tree.mkdir(parents=True)
+        checkout.git_dir.parent.mkdir(parents=True, exist_ok=True)
         await self.git.run(
-            f"--git-dir={git_dir}",
-            f"--work-tree={work_tree}",
+            f"--git-dir={checkout.git_dir}",
+            f"--work-tree={checkout.work_tree}",
             "init",
             "--quiet",
             "--template=",
             f"--initial-branch={checkout.branch}",
         )
-        info = git_dir / "objects" / "info"
-        info.mkdir(parents=True, exist_ok=True)
-        (info / "alternates").write_text(f"{snapshot}\n")
-        (git_dir / "info").mkdir(exist_ok=True)
-        (git_dir / "info" / "exclude").write_text(f"/{HARNESS_DIR}/\n")
-        await self._worker_git(checkout, "update-ref", checkout.ref, sha, "")
-        await self._worker_git(checkout, "reset", "--hard", "--quiet", checkout.ref)
-        return checkout
+        (checkout.git_dir / "info").mkdir(exist_ok=True)
+        (checkout.git_dir / "info" / "exclude").write_text(f"/{HARNESS_DIR}/\n")
 
     async def commit(self, checkout: Checkout, message: str) -> str | None:
         """Commit all changes in the work tree (incl. deletions, not `.hilbert/`); None if there are none."""
