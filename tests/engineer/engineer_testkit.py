@@ -5,6 +5,7 @@ not a conftest.py, so that `import` cannot pick up another directory's conftest.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import subprocess
@@ -18,6 +19,43 @@ from hilbert.testing.sample import SampleProject, generate_sample_project
 
 # Third-party pytest plugins (xdist, timeout) cost ~0.3 s per sample-suite run and play no part here.
 FAST = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+# Runs every test function of many generated projects in one interpreter (a real pytest run per
+# project would cost ~0.3 s each); prints {project: [failing test names]} as JSON.
+_RUNNER = """
+import importlib.util, json, sys
+from pathlib import Path
+failures = {}
+for root in sys.argv[1:]:
+    root = Path(root)
+    package = next(p.parent.name for p in root.glob("*/__init__.py"))
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    failed = failures.setdefault(str(root), [])
+    for test_file in sorted(root.glob("tests/test_*.py")):
+        spec = importlib.util.spec_from_file_location(f"t{len(failures)}_{test_file.stem}", test_file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, test in vars(module).items():
+            if name.startswith("test_"):
+                try:
+                    test()
+                except Exception:
+                    failed.append(name)
+    sys.path.remove(str(root))
+print(json.dumps(failures))
+"""
+
+
+def failing_tests(roots: list[Path]) -> dict[str, list[str]]:
+    """The names of the failing test functions of each generated project (by its path)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _RUNNER, *map(str, roots)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    failing: dict[str, list[str]] = json.loads(result.stdout)
+    return failing
 
 
 def unseen_seeds(count: int) -> list[int]:
@@ -54,10 +92,14 @@ def solve(
     agent: str = "Ada",
     tools: str = "hilbert",
     system: str = "",
+    task: str | None = None,
+    root: Path | None = None,
     **drive_options: Any,
 ) -> Episode:
+    """Drive the engineer on `project` (or on a copy of it at `root`) with its task (or `task`)."""
     policy = EngineerPolicy.from_options(options or {}, seed=project.seed)
     prompt = f"You are a careful software engineer.\nAgent: {agent}\n{system}"
+    where, brief = root or project.path, task or project.task
     return asyncio.run(
-        drive(policy, project.path, project.task, tools=tools, system=prompt, env=FAST, **drive_options)  # type: ignore[arg-type]
+        drive(policy, where, brief, tools=tools, system=prompt, env=FAST, **drive_options)  # type: ignore[arg-type]
     )

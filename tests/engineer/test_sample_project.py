@@ -2,59 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from engineer_testkit import suite_passes
+from engineer_testkit import failing_tests, suite_passes
 
 from hilbert.errors import UserError
 from hilbert.testing.sample import OPERATORS, generate_sample_project
-
-# Runs every test function of many generated projects in one interpreter (a real pytest run per
-# project would cost ~0.3 s each); prints {project: [failing test names]} as JSON.
-_RUNNER = """
-import importlib.util, json, sys
-from pathlib import Path
-failures = {}
-for root in sys.argv[1:]:
-    root = Path(root)
-    package = next(p.parent.name for p in root.glob("*/__init__.py"))
-    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
-        del sys.modules[name]
-    sys.path.insert(0, str(root))
-    failed = failures.setdefault(str(root), [])
-    for test_file in sorted(root.glob("tests/test_*.py")):
-        spec = importlib.util.spec_from_file_location(f"t{len(failures)}_{test_file.stem}", test_file)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        for name, test in vars(module).items():
-            if name.startswith("test_"):
-                try:
-                    test()
-                except Exception:
-                    failed.append(name)
-    sys.path.remove(str(root))
-print(json.dumps(failures))
-"""
-
-
-def _failing_tests(roots: list[Path]) -> dict[str, list[str]]:
-    result = subprocess.run(
-        [sys.executable, "-c", _RUNNER, *map(str, roots)], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def test_originals_pass_and_every_bug_breaks_a_test_of_its_function(tmp_path: Path) -> None:
     seeds = range(150)
     clean = {s: generate_sample_project(tmp_path / f"clean{s}", s, bugs=0) for s in seeds}
     broken = {s: generate_sample_project(tmp_path / f"broken{s}", s, bugs=1 + s % 2) for s in seeds}
-    failing = _failing_tests([p.path for p in (*clean.values(), *broken.values())])
+    failing = failing_tests([p.path for p in (*clean.values(), *broken.values())])
     for seed in seeds:
         assert failing[str(clean[seed].path)] == [], f"seed {seed}: the original project fails its tests"
         project, failed = broken[seed], failing[str(broken[seed].path)]
@@ -64,6 +26,8 @@ def test_originals_pass_and_every_bug_breaks_a_test_of_its_function(tmp_path: Pa
             seed,
             failed,
         )
+        recorded = [test.split("::")[1] for bug in project.bugs for test in bug.tests]
+        assert sorted(recorded) == sorted(failed), (seed, recorded, failed)
 
 
 def test_a_bug_is_one_changed_line_recorded_where_it_is(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ sample project, the lead runs the real tests, writes PLAN.md, and every task's v
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +18,10 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import command_env
 from hilbert.errors import UserError
 from hilbert.fleet.lead_tools import PlanningToolBox
-from hilbert.fleet.plan import parse_plan
+from hilbert.fleet.plan import Task, parse_plan
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.lead import LeadPolicy
@@ -27,7 +31,7 @@ GOAL = "Make the test suite of this project pass"
 
 
 def plan_with_lead(
-    tmp_path: Path, project: SampleProject, policy: LeadPolicy, task: str = GOAL
+    tmp_path: Path, project: SampleProject, policy: LeadPolicy, task: str = GOAL, turns: int = 30
 ) -> tuple[AgentResult, Path, EventStore]:
     plan_path = tmp_path / "run" / "PLAN.md"
     store = EventStore.open(tmp_path / "log.db")
@@ -42,7 +46,7 @@ def plan_with_lead(
                 model=model,
                 toolbox=toolbox,
                 store=store,
-                policies=[TurnLimit(30)],
+                policies=[TurnLimit(turns)],
             )
         )
     return result, plan_path, store
@@ -53,27 +57,94 @@ def verify_exit_code(project: SampleProject, command: str) -> int:
     return subprocess.run(command, shell=True, cwd=project.path, env=env, capture_output=True).returncode
 
 
+def tools_used(store: EventStore) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.data["name"], e.data["arguments"]) for e in store.events(run="r") if e.kind == "tool_result"]
+
+
+def calls_of(project: SampleProject, source_file: str, function: str) -> list[str]:
+    """The ids of the tests (in the module's test file) whose assertion calls `function`."""
+    test_file = f"tests/test_{Path(source_file).stem}.py"
+    text = (project.path / test_file).read_text()
+    found = re.findall(rf"^def (test_\w+)\(\):\n    assert {function}\(", text, re.MULTILINE)
+    return [f"{test_file}::{name}" for name in found]
+
+
+def check_one_task_per_function(project: SampleProject, tasks: tuple[Task, ...]) -> None:
+    """Each task fixes one broken function: it claims that function's module, names it and its
+    failing tests (those its bugs break), and its verify runs all of the function's tests, failing
+    and passing; tasks on one module share it, and say so."""
+    failing: dict[tuple[str, str], list[str]] = {}
+    halves = {bug for pair in project.pairs for bug in pair}
+    for bug in project.bugs:
+        for test in bug.tests:  # a paired half is read (and tested) through a function of its own
+            name = test.split("::")[1]
+            function = name.removeprefix("test_").removesuffix("_value") if bug in halves else bug.function
+            failing.setdefault((bug.file, function), []).append(test)
+    per_file = Counter(file for file, _ in failing)
+    assert sorted((task.claims[0], task.title.split("`")[1]) for task in tasks) == sorted(failing)
+    for task in tasks:
+        (claim,) = task.claims
+        function = task.title.split("`")[1]
+        tests = failing[claim, function]
+        count = len(tests)
+        assert task.title == f"Fix `{function}` in {claim} ({count} failing test{'s' * (count > 1)})"
+        assert all(f"- `{test}`" in task.description for test in tests)
+        words = shlex.split(task.verify)
+        assert words[:4] == ["python", "-m", "pytest", "-q"], task.verify
+        every = calls_of(project, claim, function)
+        assert sorted(words[4:]) == sorted(every) and set(tests) <= set(every), task.verify
+        assert (len(every) > count) == ("passing test" in task.description)
+        assert task.allow_shared_claims == (per_file[claim] > 1), task
+        assert ("allow_shared_claims" in task.description) == task.allow_shared_claims
+        assert not task.depends_on
+    assert [task.id for task in tasks] == [f"T{n}" for n in range(1, len(tasks) + 1)]
+
+
 @pytest.mark.parametrize(("seed", "modules"), [(2, 3), (0, 2)])
-def test_the_lead_plans_one_task_per_broken_module(tmp_path: Path, seed: int, modules: int) -> None:
+def test_the_lead_plans_one_task_per_broken_function(tmp_path: Path, seed: int, modules: int) -> None:
     project = generate_sample_project(tmp_path / "proj", seed, bugs=3)
     broken = sorted({bug.file for bug in project.bugs})
     assert len(broken) == modules  # seed 0 puts two of its three bugs in one module
     result, plan_path, store = plan_with_lead(tmp_path, project, LeadPolicy())
     assert result.status == "finished", result.reason
     plan = parse_plan(plan_path.read_text())
-    assert plan.goal == GOAL
-    assert sorted(claim for task in plan.tasks for claim in task.claims) == broken
-    assert all(len(task.claims) == 1 and not task.depends_on for task in plan.tasks)
+    assert plan.goal == GOAL and len(plan.tasks) == 3
+    check_one_task_per_function(project, plan.tasks)
     for task in plan.tasks:
-        module = task.claims[0].rsplit("/", 1)[-1]
-        assert task.verify == f"python -m pytest -q tests/test_{module}"
         assert verify_exit_code(project, task.verify) == 1, task.verify
-        failing = [bug.function for bug in project.bugs if bug.file == task.claims[0]]
-        assert all(f"test_{function}_" in task.description for function in failing)
     assert not (project.path / "PLAN.md").exists()
-    tools = [e.data["name"] for e in store.events(run="r") if e.kind == "tool_result"]
+    tools = [name for name, _ in tools_used(store)]
     assert tools[0] == "shell" and tools[-2:] == ["write_plan", "finish"]
     assert "write_file" not in tools and "edit_file" not in tools
+
+
+def test_the_lead_plans_a_task_per_function_across_twelve_modules_and_pairs(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "proj", 3, bugs=24, modules=12, paired=2)
+    result, plan_path, store = plan_with_lead(tmp_path, project, LeadPolicy(final_task=True))
+    assert result.status == "finished", result.reason
+    *fixes, last = parse_plan(plan_path.read_text()).tasks
+    assert len(fixes) == 24 + 2 * 2  # one per broken function; each half of a pair has its own
+    check_one_task_per_function(project, tuple(fixes))
+    bounds = [task for task in fixes if task.claims == (project.pairs[0][0].file,)]
+    assert len(bounds) == 4 and all(task.allow_shared_claims for task in bounds)
+    assert last.title == "Whole suite green" and last.depends_on == tuple(t.id for t in fixes)
+    reads = [args["path"] for name, args in tools_used(store) if name == "read_file"]
+    assert sorted(reads) == sorted({f"tests/test_{Path(b.file).stem}.py" for b in project.bugs})
+    for task in (fixes[0], fixes[-1]):
+        assert verify_exit_code(project, task.verify) == 1, task.verify
+
+
+def test_the_lead_pages_through_a_survey_too_long_for_one_answer(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "proj", 5, bugs=128, modules=48)
+    result, plan_path, store = plan_with_lead(tmp_path, project, LeadPolicy(), turns=80)
+    assert result.status == "finished", result.reason
+    tasks = parse_plan(plan_path.read_text()).tasks
+    assert len(tasks) == 128
+    check_one_task_per_function(project, tasks)
+    used = tools_used(store)
+    pages = [args for name, args in used if name == "read_file" and args["path"].startswith(".hilbert/")]
+    assert len(pages) >= 2 and all("start_line" in args for args in pages)
+    assert len(used) < Settings().max_turns, "the lead must plan this within the default turn limit"
 
 
 def test_the_final_task_depends_on_all_the_others(tmp_path: Path) -> None:
@@ -171,3 +242,64 @@ def test_the_lead_maps_imports_to_the_project_files_they_name() -> None:
     assert imported_modules(source, files) == ("src/pkg/dates.py", "pkg2/__init__.py")
     assert imported_modules("from os.path import join\n", files) == ()
     assert imported_modules("from pkg import (\n    helper,\n    dates,\n)\n", files) == ("src/pkg/dates.py",)
+
+
+def test_the_lead_groups_by_what_a_test_calls_then_by_its_name_then_by_its_file() -> None:
+    from hilbert.testing.lead.procedure import Group, group_tests
+
+    files = {"pkg/a.py", "pkg/b.py", "pkg/__init__.py"}
+    source = (
+        "from pkg.a import clamp, clamp_all\nfrom pkg.b import mean\n\n\n"
+        "def test_odd_name():\n    assert clamp(5, 0, 3) == 3\n\n\n"
+        "def test_mean_one():\n    assert mean([7]) == 7\n\n\n"
+        "def test_clamp_edge():\n    assert clamp(3, 0, 3) == 3\n"
+    )  # test_clamp_all_empty's body is missing (a cut read): its name says what it calls
+    groups: dict[tuple[str, ...], Group] = {}
+    ids = ["tests/t.py::test_odd_name", "tests/t.py::test_clamp_all_empty", "tests/t.py::test_mean_one"]
+    group_tests(groups, "tests/t.py", ids, source, files)
+    group_tests(groups, "tests/u.py", ["tests/u.py::test_x"], "def test_x():\n    assert 1 == 2\n", files)
+    assert [(g.claims, g.function, g.tests) for g in groups.values()] == [
+        (("pkg/a.py",), "clamp", [ids[0]]),
+        (("pkg/a.py",), "clamp_all", [ids[1]]),
+        (("pkg/b.py",), "mean", [ids[2]]),
+        ((), None, ["tests/u.py::test_x"]),
+    ]
+    # a passing test of a broken function is checked too, so that a fix cannot break it
+    assert next(iter(groups.values())).checks == [ids[0], "tests/t.py::test_clamp_edge"]
+    assert [g.checks for g in groups.values()][1:] == [[ids[1]], [ids[2]], ["tests/u.py::test_x"]]
+
+
+def test_a_cut_survey_is_read_from_the_saved_output_a_page_at_a_time() -> None:
+    from hilbert.testing.engineer.actions import Observation, Read
+    from hilbert.testing.lead.procedure import PAGE_LINES, whole_output
+
+    saved = [f"FAILED tests/test_a.py::test_{n} - assert 1 == 2" for n in range(PAGE_LINES + 30)]
+
+    def page(start: int, end: int, cut: bool = False) -> Observation:
+        shown = "\n".join(f"{n:>6}\t{saved[n - 1]}" for n in range(start, min(end, len(saved)) + 1))
+        return Observation(shown + ("\n[... 9 more bytes; the whole output is in x.txt]" if cut else ""))
+
+    steps = whole_output(
+        "head\n[... 1,234 more bytes; the whole output is in .hilbert/outputs/o-1.txt]\ntail"
+    )
+    asked = [next(steps)]
+    half = PAGE_LINES // 2  # the first page comes back cut: the lead asks for half as much
+    answers = [
+        page(1, PAGE_LINES, cut=True),
+        page(1, half),
+        page(half + 1, 2 * half),
+        page(2 * half + 1, 3 * half),
+    ]
+    try:
+        for answer in answers:
+            asked.append(steps.send(answer))
+        raise AssertionError("the lead asked for more pages than there are")
+    except StopIteration as done:
+        assert done.value == "\n".join(saved)
+    assert asked == [
+        Read(".hilbert/outputs/o-1.txt", 1, PAGE_LINES, why=asked[0].why),
+        Read(".hilbert/outputs/o-1.txt", 1, half, why=asked[0].why),
+        Read(".hilbert/outputs/o-1.txt", half + 1, 2 * half, why=asked[0].why),
+        Read(".hilbert/outputs/o-1.txt", 2 * half + 1, 3 * half, why=asked[0].why),
+    ]
+    assert list(whole_output("short output")) == []

@@ -119,11 +119,16 @@ def called_function(test_lines: list[str], span: tuple[int, int], section: str) 
     if match := _WHERE.search(section):
         return match.group(1)
     imported = imported_names(test_lines)
-    calls = [c for line in test_lines[span[0] + 1 : span[1]] for c in _CALL.findall(line)]
+    calls = called_names(test_lines, span)
     for call in calls:
         if call in imported:
             return call
     return next((c for c in calls if c not in _BUILTINS and c != "assert"), None)
+
+
+def called_names(lines: list[str], span: tuple[int, int]) -> list[str]:
+    """The names a function's body calls (`name(`), in reading order, each once."""
+    return list(dict.fromkeys(c for line in lines[span[0] + 1 : span[1]] for c in _CALL.findall(line)))
 
 
 def imported_names(lines: list[str]) -> dict[str, str]:
@@ -135,6 +140,17 @@ def imported_names(lines: list[str]) -> dict[str, str]:
                 if name.strip():
                     names[name.strip().split(" as ")[0]] = match.group(1)
     return names
+
+
+def defining_file(paths: list[str], module: str | None) -> str | None:
+    """Of the files that define a function, the one of `module` (the dotted name a test imports the
+    function from; a `src/` layout is understood), else the first; None when there are none."""
+    if module:
+        base = module.replace(".", "/")
+        for path in paths:
+            if any(f"/{path}".endswith(f"/{base}{tail}") for tail in (".py", "/__init__.py")):
+                return path
+    return paths[0] if paths else None
 
 
 def blamed_lines(section: str, path: str) -> list[int]:

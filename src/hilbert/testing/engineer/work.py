@@ -22,6 +22,8 @@ from hilbert.testing.engineer.reading import (
     TestReport,
     blamed_lines,
     called_function,
+    called_names,
+    defining_file,
     function_span,
     grep_hits,
     imported_names,
@@ -144,8 +146,8 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
         return None
     found = yield from desk.ask(Grep(rf"def {function}\(", ".", "*.py", why=f"Looking for `{function}`."))
     hits = [hit.path for hit in grep_hits(found.text) if not is_test_path(hit.path)]
-    module = imported_names(test_lines).get(function)
-    path = hits[0] if hits else (module.replace(".", "/") + ".py" if module else None)
+    module = imported_names(test_lines).get(function)  # several modules may define `function`
+    path = defining_file(hits, module) or (module.replace(".", "/") + ".py" if module else None)
     lines = (yield from desk.read(path)) if path else None
     span = function_span(lines, function) if lines else None
     if path is None or span is None:
@@ -155,12 +157,17 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs of the function, then of the rest of its file; return the suite's
-    report once one fixes the test without breaking another, or None."""
+    """Try candidate repairs of the function, then of the functions it calls in the same file, then
+    of the rest of its file; return the suite's report once one fixes the test without breaking
+    another, or None."""
     lines = desk.files[suspect.path]
     inside = range(suspect.span[0] + 1, suspect.span[1])
-    outside = [i for i in range(len(lines)) if i not in inside]
-    tries = candidates(lines, inside, suspect.blamed) + candidates(lines, outside)
+    spans = [function_span(lines, name) for name in called_names(lines, suspect.span)]
+    callees = sorted(
+        {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
+    )
+    rest = [i for i in range(len(lines)) if i not in inside and i not in callees]
+    tries = candidates(lines, inside, suspect.blamed) + candidates(lines, callees) + candidates(lines, rest)
     for candidate in tries[:MAX_TRIES]:
         current = desk.files.get(suspect.path) or (yield from desk.read(suspect.path))
         if current is None or candidate.index >= len(current):

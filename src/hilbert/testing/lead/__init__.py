@@ -4,8 +4,9 @@
     policy = LeadPolicy.from_options({"final": "true"}, seed=0)
     reply = policy.reply(conversation)
 
-`procedure.py` is how it plans (run the tests, map failing test files to modules, write_plan,
-finish); `policy.py` replays that procedure from the conversation on every request.
+`procedure.py` is how it plans (run the tests, find the function each failing test calls, write_plan
+with one task per function, finish); `policy.py` replays that procedure from the conversation on
+every request.
 """
 
 from hilbert.testing.lead.policy import LeadPolicy
