@@ -286,7 +286,8 @@ def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path) -> None:
             "refs/heads/main",
         )
         await p.git.run("branch", "-f", "base", "red", cwd=p.work)
-        queue = p.queue(test_command=f"{PY} check.py")
+        runs = tmp_path / "suite-runs.log"
+        queue = p.queue(test_command=f"echo run >> {runs} && {PY} check.py")
         queue.submit(await p.candidate("harmless"))
         assert by_task(await queue.process())["harmless"].kind == "merged"
         queue.submit(await p.candidate("breaks", good=False))
@@ -297,5 +298,8 @@ def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path) -> None:
         assert by_task(await queue.process())["collect"].kind == "rejected"
         baseline = [data for kind, data in p.events if kind == "merge_checks_baseline"]
         assert [d["still_failing"] for d in baseline] == [["tests/test_legacy.py::test_ok"]]
+        # the suite ran on the red tip once (harmless's baseline); the tip harmless made was already
+        # measured, so the later batches ran it only on their builds (each failure confirmed once)
+        assert runs.read_text().count("run") == 2 + 2 + 2
 
     asyncio.run(scenario())

@@ -272,6 +272,7 @@ class MergeQueue:
         before = self._baselines[build.base]
         if before is None or not failing <= before:
             return False
+        self._baselines[build.commit] = failing  # the next batch's baseline, if this one lands
         self.record(
             MERGE_CHECKS_BASELINE,
             {
