@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,15 +74,31 @@ def test_demo_refuses_to_clobber_a_folder_it_did_not_make(tmp_path: Path) -> Non
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "precious"
 
 
-def test_demo_fixes_the_project_and_verifies_it_independently(tmp_path: Path) -> None:
-    done = hilbert("demo", "--dir", "run", "--seed", "4242", cwd=tmp_path)
+@pytest.mark.timeout(600)
+def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_green(tmp_path: Path) -> None:
+    done = hilbert("demo", "--dir", "run", "--seed", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr
+    out = done.stdout
+    assert "24 injected bugs" in out and "PLAN.md: 24 tasks" in out
+    assert "tasks done: 24 of 24; merged onto hilbert/integration: 24" in out
+    assert "whole suite: PASS" in out
+    # seed 3 draws workers that stop early and claim done: the harness's verify run sends them back
+    sent_back = re.search(r"sent back by the harness's verify run: (\d+) \((\d+) after a worker claimed", out)
+    assert sent_back and int(sent_back.group(2)) >= 1, out[-3000:]
+    assert "round 1: FAILED" in out and "T1 started by" in out  # progress, as it happened
+    status = hilbert("status", "--db", "run/hilbert.db", cwd=tmp_path)
+    assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= 24, status.stderr
+
+
+def test_single_demo_fixes_the_project_and_verifies_it_independently(tmp_path: Path) -> None:
+    done = hilbert("demo", "--single", "--dir", "run", "--seed", "4242", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert "independent check `python -m pytest -q`: PASS" in done.stdout
     assert "model call 1:" in done.stdout and "finish" in done.stdout
     log = hilbert("log", "--db", "run/hilbert.db", cwd=tmp_path)
     assert log.returncode == 0 and "stopped (finished)" in log.stdout
     # a second demo in the same folder replaces the first
-    again = hilbert("demo", "--dir", "run", "--seed", "7", "--protocol", "openai", cwd=tmp_path)
+    again = hilbert("demo", "--single", "--dir", "run", "--seed", "7", "--protocol", "openai", cwd=tmp_path)
     assert again.returncode == 0, again.stdout[-2000:]
 
 

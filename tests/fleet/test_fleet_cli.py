@@ -187,3 +187,36 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
     assert "please also add a comment" in log and "stopped (halted)" in log
     assert "the person asked this agent to stop" in log
     assert "T2: pending" in out  # no new task started after the stop
+
+
+def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
+    import time
+
+    from hilbert.store import EventStore
+
+    db = tmp_path / "log.db"
+    with EventStore.open(db) as store:
+        store.append("r1", "harness", "fleet_started", {"tasks": ["T1"], "workers": 1, "model": "m"})
+        store.append(
+            "r1",
+            "Noether",
+            "agent_started",
+            {"task": "Task T1: x", "model": "m", "workspace": "w", "tools": [], "messages": []},
+        )
+    env = {**command_env(), "HILBERT_HOME": str(tmp_path / "home")}
+    watching = subprocess.Popen(
+        [sys.executable, "-m", "hilbert.ui.cli", "status", "--watch", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    time.sleep(3.5)
+    assert watching.poll() is None  # still watching a run that is going
+    with EventStore.open(db) as store:
+        store.append("r1", "harness", "fleet_finished", {"states": {"T1": "done"}, "tip": "x", "stuck": {}})
+    out, err = watching.communicate(timeout=20)
+    assert watching.returncode == 0, err
+    headers = [line for line in out.splitlines() if line.startswith("run r1 at ")]
+    assert len(headers) >= 3 and "running" in headers[0] and headers[-1].endswith("ended"), out
+    assert out.count("Noether") == len(headers)

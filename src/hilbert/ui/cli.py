@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,17 +111,26 @@ def agent(task: str, workspace: Path, name: str, **options: Any) -> None:
 )
 @click.option("--seed", type=int, help="Sample-project seed (default: random, printed).")
 @click.option(
+    "--workers", type=click.IntRange(1, 128), default=16, show_default=True, help="Workers thinking at once."
+)
+@click.option("--single", is_flag=True, help="The one-agent demo instead: one agent fixes one bug.")
+@click.option(
     "--protocol",
     type=click.Choice(["openai", "openai-responses", "anthropic"]),
     default="anthropic",
     show_default=True,
-    help="Which wire protocol the agent uses to reach the fake model.",
+    help="With --single: the wire protocol the agent uses to reach the fake model.",
 )
-def demo(directory: Path, seed: int | None, protocol: str) -> None:
-    """Offline demo: one agent fixes a failing test in a generated project, against the fake model server."""
-    from hilbert.ui.demo import run_demo
+def demo(directory: Path, seed: int | None, workers: int, single: bool, protocol: str) -> None:
+    """Offline demo: a lead and 16 workers fix a generated project against the fake model server."""
+    if single:
+        from hilbert.ui.demo import run_demo
 
-    ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol))
+        ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol))
+    else:
+        from hilbert.ui.fleet_demo import run_fleet_demo
+
+        ok = asyncio.run(run_fleet_demo(directory, seed=seed, workers=workers))
     sys.exit(0 if ok else 1)
 
 
@@ -279,13 +289,23 @@ def _latest(store: Any, runs: list[str]) -> str:
 @cli.command()
 @_RUN
 @_DB
-def status(run_id: str | None, db: Path | None) -> None:
+@click.option("--watch", "-w", is_flag=True, help="Refresh every second until the run ends (or Ctrl-C).")
+def status(run_id: str | None, db: Path | None, watch: bool) -> None:
     """One line per agent: name, task, state, turns, tokens, cost, age of its last event."""
-    from hilbert.ui.fleet_commands import status_lines
+    from hilbert.ui.fleet_commands import run_ended, status_lines
 
     with _open_run(db, run_id) as (store, run):
-        for line in status_lines(store, run) or ["(no agents yet)"]:
-            click.echo(line)
+        while True:
+            lines = status_lines(store, run) or ["(no agents yet)"]
+            ended = run_ended(store, run)
+            if watch:
+                click.clear()
+                state = "ended" if ended else "running; Ctrl-C to stop watching"
+                click.echo(f"run {run} at {time.strftime('%H:%M:%S')} — {state}")
+            click.echo("\n".join(lines))
+            if not watch or ended:
+                return
+            time.sleep(1.0)
 
 
 @cli.command()

@@ -35,15 +35,13 @@ TASK = (
 
 async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
     seed = random.randrange(100_000) if seed is None else seed
-    project_dir = _fresh_demo_dir(directory) / "project"
+    project_dir = fresh_demo_dir(directory) / "project"
     project = generate_sample_project(project_dir, seed, bugs=1)
     before = _snapshot(project_dir)
     click.secho(f"hilbert demo — sample project seed {seed} in {project_dir}", bold=True)
     click.echo(f"model: the fake server's simulated engineer over {protocol} (priced like claude-sonnet-4-5)")
-    failing = _run_tests(project_dir, project.test_command)
-    click.echo(
-        f"before: `{project.test_command}` → exit {failing.returncode}: {_last_line(failing.stdout)}\n"
-    )
+    failing = run_tests(project_dir, project.test_command)
+    click.echo(f"before: `{project.test_command}` → exit {failing.returncode}: {last_line(failing.stdout)}\n")
 
     with FakeServer("engineer", seed=seed, record=directory / "requests.jsonl") as server:
         base = server.openai_base_url if protocol.startswith("openai") else server.base_url
@@ -61,21 +59,21 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
             env=command_env(hilbert_python_first=True),
         )
 
-    after = _run_tests(project_dir, project.test_command)
+    after = run_tests(project_dir, project.test_command)
     verified = after.returncode == 0
     click.secho("\nSummary", bold=True)
     for bug in project.bugs:
         click.echo(f"  injected bug: {bug.operator} in {bug.file}:{bug.line}")
     click.echo(f"  agent says: {result.status}" + (f" — {result.claim}" if result.claim else ""))
     verdict = click.style("PASS" if verified else "FAIL", fg="green" if verified else "red", bold=True)
-    click.echo(f"  independent check `{project.test_command}`: {verdict} ({_last_line(after.stdout)})")
+    click.echo(f"  independent check `{project.test_command}`: {verdict} ({last_line(after.stdout)})")
     for line in _diff(before, _snapshot(project_dir)):
         click.echo(f"  {line}")
     click.echo(f"  event log: {settings.db_path} (read it with `hilbert log --db {settings.db_path}`)")
     return verified and result.status == "finished"
 
 
-def _fresh_demo_dir(directory: Path) -> Path:
+def fresh_demo_dir(directory: Path) -> Path:
     """Reuse the demo folder only if an earlier demo made it; never delete anything else."""
     if directory.exists() and any(directory.iterdir()) and not (directory / MARKER).exists():
         raise UserError(f"{directory} exists and was not made by `hilbert demo`", hint="pass --dir NEW_DIR")
@@ -86,7 +84,7 @@ def _fresh_demo_dir(directory: Path) -> Path:
     return directory
 
 
-def _run_tests(project_dir: Path, command: str) -> subprocess.CompletedProcess[str]:
+def run_tests(project_dir: Path, command: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
             ["bash", "-c", command],
@@ -100,7 +98,7 @@ def _run_tests(project_dir: Path, command: str) -> subprocess.CompletedProcess[s
         return subprocess.CompletedProcess(command, 124, stdout="(the tests ran for more than 300 s)")
 
 
-def _last_line(output: str) -> str:
+def last_line(output: str) -> str:
     lines = [line for line in output.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "(no output)"
 

@@ -66,10 +66,12 @@ async def plan_command(
     *,
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
+    model: Model | None = None,
 ) -> Plan:
-    """Run the lead on `goal` in `repo` until it has written a valid plan to `out`."""
+    """Run the lead on `goal` in `repo` (on `model`, else the settings' lead model) until it has written
+    a valid plan to `out`."""
     _require_repo(repo)
-    model = model_from(settings, lead=True)
+    model = model or model_from(settings, lead=True)
     tools = PlanningToolBox(repo, out, env=env)
     run = f"plan-{uuid.uuid4().hex[:8]}"
     with EventStore.open(settings.db_path) as store:
@@ -158,6 +160,14 @@ def status_lines(store: EventStore, run: str, now: float | None = None) -> list[
             f"tokens {tokens:>9,}  ${s.cost_usd:>8.4f}  last event {now - s.last_event_at:>5.0f}s ago"
         )
     return lines
+
+
+def run_ended(store: EventStore, run: str) -> bool:
+    """A fleet run has finished; a run without a fleet has no agent still running."""
+    if store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1):
+        return bool(store.events(run=run, agent=HARNESS, kinds=["fleet_finished"], limit=1))
+    agents = [a for a in store.agents(run) if a != PERSON]
+    return all(agent_summary(store, run, a).status != "running" for a in agents)
 
 
 def _require_repo(repo: Path) -> None:

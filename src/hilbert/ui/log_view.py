@@ -181,7 +181,7 @@ _FLEET_LINES = {
     "task_attempted": "{task}: attempt ended {status}{candidate_note}",
     "task_retried": "{task} retried: {why_line}",
     "task_escalated": "{task} escalated: {why_line}",
-    "verify_run": "verify {task} by {worker}, round {round}: {verdict} (`{command}`)",
+    "verify_run": "verify {task} by {worker}, round {round}: {verdict} (`{short_command}`)",
     "workspace_closed": "{message}",
     "merge_batch_started": "merge batch {task_list} on {base:.10}",
     "merge_checks_passed": "merge checks passed for {task_list}",
@@ -221,6 +221,7 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         text_line=_first_line(str(data.get("text", ""))),
         states_line=", ".join(f"{k} {v}" for k, v in dict(data.get("states", {})).items()),
         lead_detail=_lead_detail(data),
+        short_command=_cut(str(data.get("command", "")), 60),
         still_line=f"; still escalated: {', '.join(data['still_escalated'])}"
         if data.get("still_escalated")
         else "",

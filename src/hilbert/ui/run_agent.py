@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -77,14 +77,16 @@ async def run_one_agent(
 
 
 class EventPrinter:
-    """Prints a run's events in commit order, each once, as they appear in the log."""
+    """Prints a run's events (of `kinds`, or all) in commit order, each once, as they appear in the log."""
 
-    def __init__(self, store: EventStore, run: str, echo: Callable[[str], None]) -> None:
-        self.store, self.run, self.echo = store, run, echo
+    def __init__(
+        self, store: EventStore, run: str, echo: Callable[[str], None], kinds: Sequence[str] | None = None
+    ) -> None:
+        self.store, self.run, self.echo, self.kinds = store, run, echo, kinds
         self.after_id = 0
 
     def flush(self) -> None:
-        for event in self.store.events(run=self.run, after_id=self.after_id):
+        for event in self.store.events(run=self.run, kinds=self.kinds, after_id=self.after_id):
             self.echo(format_event(event, self.store))
             self.after_id = event.id
 
@@ -95,9 +97,12 @@ class EventPrinter:
 
 
 @contextlib.asynccontextmanager
-async def printing(store: EventStore, run: str, echo: Callable[[str], None]) -> AsyncIterator[None]:
-    """Print `run`'s events as they are committed while the body runs, and the last ones after it."""
-    printer = EventPrinter(store, run, echo)
+async def printing(
+    store: EventStore, run: str, echo: Callable[[str], None], kinds: Sequence[str] | None = None
+) -> AsyncIterator[None]:
+    """Print `run`'s events (of `kinds`, or all) as they are committed while the body runs, and the last
+    ones after it."""
+    printer = EventPrinter(store, run, echo, kinds)
     following = asyncio.create_task(printer.follow())
     try:
         yield

@@ -1,0 +1,198 @@
+"""`hilbert demo`: a lead and a fleet of named workers fix a generated project, fully offline.
+
+A sample project with ~24 injected bugs (two of them on adjacent lines, so two workers collide in the
+merge queue) becomes a git repository; the fake model server's simulated lead plans it (one task per
+broken function, each with its verify command); the simulated engineers — a few of them told to stop
+early and claim done — work it in isolated workspaces; the harness's own verify run sends false claims
+back; the merge queue lands verified work on `hilbert/integration`; escalations go to the lead. Progress
+is printed as it happens; the summary counts what was done, merged, sent back and spent, and the demo
+checks the integration branch itself: a fresh clone of it must pass the whole suite.
+
+Every agent is hilbert's own loop speaking a real wire protocol (official SDKs) to the fake server over
+loopback; `hilbert demo --single` is the one-agent demo (`demo.py`).
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from hilbert.agent.tools import command_env
+from hilbert.fleet.plan import parse_plan
+from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.models import PriceTable, make_model
+from hilbert.settings import Settings
+from hilbert.store import EventStore
+from hilbert.store.summary import agent_summary
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.sample import generate_sample_project
+from hilbert.ui.demo import SONNET_LIKE_PRICE, fresh_demo_dir, last_line, run_tests
+from hilbert.ui.fleet_commands import plan_command
+from hilbert.ui.run_agent import printing
+
+GOAL = "Make the test suite pass without changing the tests."
+MODULES, BUGS, PAIRED = 10, 22, 1  # 22 bugs + 1 pair of adjacent ones = 24
+WORKERS = 16
+STOP_EARLY = 0.2  # the share of workers that stop early and claim done
+PROGRESS = (
+    "fleet_started",
+    "task_started",
+    "verify_run",
+    "merged",
+    "merge_conflict",
+    "merge_rejected",
+    "task_retried",
+    "task_escalated",
+    "lead_consulted",
+    "lead_action",
+    "lead_message",
+    "fleet_finished",
+)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the log says happened in a fleet run."""
+
+    tasks: int
+    done: int
+    merged: int
+    sent_back: int  # verify runs that failed: the worker was sent back (or its attempt ended)
+    false_claims: int  # of those, runs after the worker said it was finished
+    conflicts: int
+    lead_actions: int
+    workers: int
+    cost_usd: float
+
+
+async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WORKERS) -> bool:
+    started = time.monotonic()
+    seed = random.randrange(100_000) if seed is None else seed
+    directory = fresh_demo_dir(directory)
+    repo = directory / "project"
+    project = generate_sample_project(repo, seed, bugs=BUGS, modules=MODULES, paired=PAIRED)
+    _commit(repo)
+    env = command_env(hilbert_python_first=True)
+    click.secho(
+        f"hilbert demo — a lead and {workers} workers; sample project seed {seed} in {repo}", bold=True
+    )
+    before = run_tests(repo, project.test_command)
+    click.echo(
+        f"{len(project.bugs)} injected bugs; `{project.test_command}` → exit {before.returncode}: "
+        f"{last_line(before.stdout)}"
+    )
+    engineer = f"engineer:stop_early={STOP_EARLY}"
+    click.echo(
+        f"models: the fake server's simulated lead, and its engineer ({engineer}: about one worker in "
+        f"{round(1 / STOP_EARLY)} stops early and claims done), priced like claude-sonnet-4-5\n"
+    )
+    prices = PriceTable.default().with_overrides(
+        {"fake-lead": SONNET_LIKE_PRICE, "fake-engineer": SONNET_LIKE_PRICE}
+    )
+    with (
+        FakeServer("lead", seed=seed) as lead_server,
+        FakeServer(engineer, seed=seed, latency="ttft=0.2,tps=400") as worker_server,
+    ):
+        lead_model = make_model(f"anthropic:fake-lead@{lead_server.base_url}", prices=prices, env={})
+        worker_model = make_model(
+            f"openai:fake-engineer@{worker_server.openai_base_url}", prices=prices, env={}
+        )
+        settings = Settings(home=directory, db=directory / "hilbert.db", max_turns=60)
+        click.secho("The lead plans", bold=True)
+        plan_file = directory / "PLAN.md"
+        await plan_command(settings, GOAL, repo, plan_file, env=env, echo=_quiet, model=lead_model)
+        plan = parse_plan(plan_file.read_text(), source=str(plan_file))
+        click.echo(f"  {plan_file}: {len(plan.tasks)} tasks, each with its verify command, e.g.")
+        for task in plan.tasks[:3]:
+            click.echo(f"    {task.id} — {task.title}: `{task.verify}`")
+        click.secho(f"\nThe fleet works ({workers} at once)", bold=True)
+        run = f"demo-fleet-{seed}"
+        with EventStore.open(settings.db_path) as store:
+            async with printing(store, run, _indented, kinds=PROGRESS):
+                result = await run_fleet(
+                    plan,
+                    repo=repo,
+                    root=directory / "run",
+                    run=run,
+                    model=worker_model,
+                    lead_model=lead_model,
+                    store=store,
+                    env=env,
+                    config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
+                )
+            tally = count(store, run, result)
+    suite = _check_integration(result, directory / "check", project.test_command)
+    _summary(tally, result, suite, time.monotonic() - started, settings.db_path)
+    return suite.returncode == 0 and result.all_done
+
+
+def count(store: EventStore, run: str, result: FleetResult) -> Tally:
+    verify = [e.data for e in store.events(run=run, agent=HARNESS, kinds=["verify_run"])]
+    failed = [v for v in verify if not v.get("passed")]
+    agents = [a for a in store.agents(run) if a != HARNESS]
+    return Tally(
+        tasks=len(result.states),
+        done=sum(state.status == "done" for state in result.states.values()),
+        merged=len(store.events(run=run, agent=HARNESS, kinds=["merged"])),
+        sent_back=len(failed),
+        false_claims=sum(bool(v.get("claimed")) for v in failed),
+        conflicts=len(store.events(run=run, agent=HARNESS, kinds=["merge_conflict"])),
+        lead_actions=len(store.events(run=run, agent=HARNESS, kinds=["lead_action"])),
+        workers=sum(a != "lead" for a in agents),
+        cost_usd=sum(agent_summary(store, run, a).cost_usd for a in agents),
+    )
+
+
+def _check_integration(
+    result: FleetResult, check: Path, test_command: str
+) -> subprocess.CompletedProcess[str]:
+    subprocess.run(
+        ["git", "clone", "-q", "-b", INTEGRATION, str(result.integration_repo), str(check)],
+        check=True,
+        capture_output=True,
+    )
+    return run_tests(check, test_command)
+
+
+def _summary(
+    tally: Tally, result: FleetResult, suite: subprocess.CompletedProcess[str], wall_s: float, db: Path
+) -> None:
+    click.secho("\nSummary", bold=True)
+    click.echo(f"  tasks done: {tally.done} of {tally.tasks}; merged onto {INTEGRATION}: {tally.merged}")
+    click.echo(
+        f"  sent back by the harness's verify run: {tally.sent_back} "
+        f"({tally.false_claims} after a worker claimed it was done)"
+    )
+    click.echo(f"  merge conflicts sent back: {tally.conflicts}; the lead's actions: {tally.lead_actions}")
+    click.echo(
+        f"  workers: {tally.workers}; cost: ${tally.cost_usd:.2f} (at claude-sonnet-4-5 prices); "
+        f"wall time {wall_s:.0f} s"
+    )
+    for task_id, why in result.stuck.items():
+        click.echo(f"  {task_id} not run: {why}")
+    green = suite.returncode == 0
+    verdict = click.style("PASS" if green else "FAIL", fg="green" if green else "red", bold=True)
+    click.echo(f"  fresh clone of {INTEGRATION}, whole suite: {verdict} ({last_line(suite.stdout)})")
+    click.echo(f"  event log: {db} (`hilbert status --db {db}`, `hilbert logs NAME --db {db}`)")
+
+
+def _commit(repo: Path) -> None:
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=hilbert demo", "-c", "user.email=demo@hilbert.invalid", "commit", "-qm", "sample"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _indented(line: str) -> None:
+    click.echo(f"  {line}")
+
+
+def _quiet(line: str) -> None:
+    """The lead's planning steps are in the log; the demo shows only what it wrote."""
