@@ -108,10 +108,35 @@ def smoke_workspaces(tmp_path: Path) -> None:
     assert "| no | no |" in rows["clone-shared"], rows["clone-shared"]
 
 
+FLEET_KEYS = {
+    "workers", "steps", "tasks_done", "merged", "files_done", "wall_s", "provisioned_s", "agents_done_s",
+    "agent_steps", "orchestrator_cpu_ms_per_step", "model_cpu_ms_per_step", "children_cpu_s",
+    "rss_mb_per_worker", "events", "events_per_s", "append_per_s", "failed",
+}  # fmt: skip
+
+
+def smoke_fleet_scale(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    lines = run_bench("fleet_scale.py", "--workers", "3", "--steps", "3", "--keep", str(keep))
+    run = figures(lines[-1])
+    assert set(run) == FLEET_KEYS, run
+    assert (run["workers"], run["tasks_done"], run["merged"], run["files_done"]) == ("3", "3", "3", "3"), run
+    assert (run["agent_steps"], run["failed"]) == ("9", "0"), run
+    for key in ("wall_s", "orchestrator_cpu_ms_per_step", "children_cpu_s", "events_per_s", "append_per_s"):
+        assert number(run[key]) > 0, run
+    assert number(run["rss_mb_per_worker"]) >= 0 and int(run["events"]) >= 3 * 2 * 3, run
+    # the real orchestrator ran: each worker's edit reached the integration branch through the merge queue
+    integration = keep / "run" / "integration.git"
+    for i in range(3):
+        show = ["git", "-C", str(integration), "show", f"hilbert/integration:tasks/f_{i:04d}.txt"]
+        assert subprocess.run(show, capture_output=True, text=True, check=True).stdout == "done\n"
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
     "loop_overhead.py": smoke_loop_overhead,
     "fake_server_streams.py": smoke_fake_server_streams,
     "workspaces.py": smoke_workspaces,
+    "fleet_scale.py": smoke_fleet_scale,
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -90,8 +91,18 @@ async def run_fleet(
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
     escalated tasks stay escalated; with it, the lead answers them with tools."""
+    _allow_open_files(16 * config.workers + 256)
     fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
     return await fleet.go(Path(repo).absolute())
+
+
+def _allow_open_files(needed: int) -> None:
+    """Raise this process's soft limit on open files towards `needed` (within the hard limit): each
+    worker holds connections, pipes of its commands and its workspace's files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 class _Fleet:

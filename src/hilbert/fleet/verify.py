@@ -79,8 +79,8 @@ class HarnessVerify(Policy):
                     output=output,
                     limits=self.limits,
                 )
-        finally:
-            shutil.rmtree(clean, ignore_errors=True)
+        finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, clean, ignore_errors=True))
         text = done.output.render(clean)
         passed = done.exit_code == 0
         self.record(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hilbert.errors import RunError
@@ -48,9 +48,14 @@ class GitResult:
 
 @dataclass(frozen=True)
 class Git:
-    """Runs git for the harness; `home` is a harness-owned folder used as `HOME`."""
+    """Runs git for the harness; `home` is a harness-owned folder used as `HOME`. At most
+    `processes` git processes of one runner run at once (a fleet of 1,024 workers provisioning together
+    would otherwise run out of file descriptors: each process holds three pipes and a waiter)."""
 
     home: Path
+    processes: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(max(32, 4 * (os.cpu_count() or 1))), compare=False
+    )
 
     def environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
@@ -75,18 +80,19 @@ class Git:
         for item in HARNESS_CONFIG:
             argv += ["-c", item]
         argv += [os.fspath(a) for a in args]
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=cwd,
-                env=self.environment(),
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except FileNotFoundError as err:
-            raise RunError("git is not installed", hint="install git (2.30 or newer) and retry") from err
-        out, err_out = await proc.communicate(stdin)
+        async with self.processes:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=cwd,
+                    env=self.environment(),
+                    stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+            except FileNotFoundError as err:
+                raise RunError("git is not installed", hint="install git (2.30 or newer) and retry") from err
+            out, err_out = await proc.communicate(stdin)
         result = GitResult(
             args=tuple(argv[1 + 2 * len(HARNESS_CONFIG) :]),
             returncode=proc.returncode if proc.returncode is not None else -1,

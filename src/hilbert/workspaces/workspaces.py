@@ -192,9 +192,8 @@ class Workspaces:
         dest.mkdir(parents=True, exist_ok=False)
         archive = dest.with_name(dest.name + ".tar")
         await self._worker_git(checkout, "archive", "--format=tar", f"--output={archive}", commit)
-        try:
-            with tarfile.open(archive) as tar:
-                tar.extractall(dest, filter="data")
+        try:  # file work in a thread: with a big tree it would stall every other agent on the loop
+            await asyncio.to_thread(_extract, archive, dest)
         finally:
             archive.unlink(missing_ok=True)
         return dest
@@ -270,3 +269,8 @@ def _tar(work_tree: Path, tarball: Path, arcname: str) -> None:
     with tarfile.open(partial, "w:gz") as tar:
         tar.add(work_tree, arcname=arcname)
     partial.rename(tarball)
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
