@@ -116,3 +116,57 @@ def test_the_fleets_events_read_as_one_line_each(tmp_path: Path) -> None:
     assert "(8 earlier lines)" in failed
     assert merged.endswith("merged T1 at 0123456789")
     assert finished.endswith("fleet finished: T1 done, T2 escalated")
+
+
+def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the_task_retried(
+    tmp_path: Path,
+) -> None:
+    """The first worker's repository disappears under it (its shell removes it: nothing confines a
+    worker's shell until the sandbox), so the harness cannot commit its work. The run records the
+    error, archives what the worker wrote, retries the task with a new worker, and ends green."""
+    from hilbert.testing.fake_server import ScriptedPolicy
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("hello\n")
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"], cwd=repo, check=True
+    )
+    script = ScriptedPolicy.from_turns(
+        [
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ../../git/poincare.git"}}]},
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
+            {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "done.txt"}}]},
+        ]
+    )
+    plan = Plan(goal="g", tasks=(Task(id="T1", title="write done.txt", verify="test -f done.txt"),))
+    with FakeServer(script) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = asyncio.run(
+            run_fleet(
+                plan,
+                repo=repo,
+                root=tmp_path / "run",
+                run="r",
+                model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
+                store=store,
+                env=ENV,
+                config=FleetConfig(workers=1, max_attempts=2, test_command="test -f README.md"),
+            )
+        )
+        harness = store.events(run="r", agent="harness")
+    assert result.all_done
+    errors = [e.data for e in harness if e.kind == "task_error"]
+    assert len(errors) == 1 and errors[0]["task"] == "T1" and "RunError" in errors[0]["error"]
+    retried = [e.data for e in harness if e.kind == "task_retried"]
+    assert len(retried) == 1 and "the harness failed" in retried[0]["why"]
+    closed = [e.data["message"] for e in harness if e.kind == "workspace_closed"]
+    assert closed[0].startswith("poincare: archived") and "done.txt" not in closed[0]
+    archived = list((tmp_path / "run" / "archive").glob("poincare-*.tar.gz"))
+    assert len(archived) == 1
+    import tarfile
+
+    with tarfile.open(archived[0]) as tar:
+        assert "poincare/done.txt" in tar.getnames()
+    assert [e.data["task"] for e in harness if e.kind == "merged"] == ["T1"]

@@ -213,7 +213,24 @@ class Workspaces:
     async def archive_or_remove(
         self, checkout: Checkout, integration_repo: Path, integration_ref: str
     ) -> str:
-        """Remove the checkout if it holds nothing new, else archive it first; says what was kept."""
+        """Remove the checkout if it holds nothing new, else archive it first; says what was kept. A
+        checkout whose repository git cannot read (damaged, removed) cannot be judged: its work tree is
+        archived whole and nothing is removed."""
+        try:
+            return await self._archive_or_remove(checkout, integration_repo, integration_ref)
+        except RunError as unreadable:
+            archive = self.root / "archive"
+            archive.mkdir(parents=True, exist_ok=True)
+            tarball = self._archive_stem(checkout).with_suffix(".tar.gz")
+            await asyncio.to_thread(_tar, checkout.work_tree, tarball, checkout.worker_id)
+            return (
+                f"{checkout.worker_id}: archived the work tree to {tarball} and removed nothing: "
+                f"its repository cannot be read ({unreadable})"
+            )
+
+    async def _archive_or_remove(
+        self, checkout: Checkout, integration_repo: Path, integration_ref: str
+    ) -> str:
         tip = (await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)).stdout.strip()
         status = await self._worker_git(checkout, "status", "--porcelain", "--untracked-files=all")
         dirty = [line for line in status.stdout.splitlines() if line.strip()]
@@ -242,9 +259,8 @@ class Workspaces:
         return f"{name}: archived {' and '.join(why)} to {', '.join(str(p) for p in kept)}; removed workspace"
 
     async def _archive(self, checkout: Checkout, unmerged: int) -> list[Path]:
-        archive = self.root / "archive"
-        archive.mkdir(parents=True, exist_ok=True)
-        stem = archive / f"{checkout.worker_id}-{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}"
+        (self.root / "archive").mkdir(parents=True, exist_ok=True)
+        stem = self._archive_stem(checkout)
         kept: list[Path] = []
         if unmerged:
             bundle = stem.with_suffix(".bundle")
@@ -257,6 +273,10 @@ class Workspaces:
         await asyncio.to_thread(_tar, checkout.work_tree, tarball, checkout.worker_id)
         kept.append(tarball)
         return kept
+
+    def _archive_stem(self, checkout: Checkout) -> Path:
+        when = f"{time.strftime('%Y%m%dT%H%M%S')}-{time.time_ns() % 10**9:09d}"
+        return self.root / "archive" / f"{checkout.worker_id}-{when}"
 
     async def _remove(self, checkout: Checkout) -> None:
         for path in (checkout.work_tree, checkout.git_dir):
