@@ -366,7 +366,7 @@ def ask(name: str, question: str, run_id: str | None, db: Path | None, model: st
 
     with _open_run(db, run_id) as (store, run):
         agent = find_agent(store, run, name)
-        settings = Settings.load({"db": db, "model": model})
+        settings = Settings.load({"db": db, "lead_model": model})  # who answers: the lead's model
         click.echo(asyncio.run(ask_command(settings, store, run, agent, question)))
 
 

@@ -223,9 +223,9 @@ async def ask_command(settings: Settings, store: EventStore, run: str, agent: st
     """Answer from the agent's state and recent events: by the lead's model if one is configured,
     else the facts themselves."""
     facts = ask_facts(store, run, agent)
-    if not settings.model:
+    if not (settings.lead_model or settings.model):
         return facts
-    model = model_from(settings)
+    model = model_from(settings, lead=True)
     reply = await model.complete(
         [
             Message(
