@@ -20,6 +20,7 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.store import EventStore
+from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.log_view import format_event
@@ -84,6 +85,7 @@ def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cann
         assert "lead: reassign T1: The last attempts did not pass" in shown
         assert "lead: mark_impossible T2: its check" in shown and "the lead is asked about T1" in shown
         assert '{"' not in shown  # every harness event has its own one-line form
+        assert {e.kind for e in store.events(run="r1", agent="harness")} <= set(FLEET_KINDS)
         lead_runs = store.events(run="r1", agent="lead", kinds=["agent_started", "agent_stopped"])
         assert [e.kind for e in lead_runs][:2] == ["agent_started", "agent_stopped"]
         assert lead_runs[1].data["status"] == "finished"

@@ -23,6 +23,7 @@ from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
 from hilbert.fleet.scheduler import claims_overlap
 from hilbert.models import make_model
 from hilbert.store import EventStore
+from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import SampleProject, generate_sample_project
 
@@ -114,6 +115,7 @@ def test_128_workers_land_128_tasks_through_faults_conflicts_and_dependencies(tm
     # every task merged, nothing stuck, no deadlock (run_fleet returned with all done)
     assert result.all_done and not result.stuck, (seed, {k: v.status for k, v in result.states.items()})
     harness = [e for e in events if e.agent == "harness"]
+    assert {e.kind for e in harness} <= set(FLEET_KINDS)  # every kind written is in the contract
     merged = Counter(e.data["task"] for e in harness if e.kind == "merged")
     assert merged == Counter(list(tasks)), seed
 

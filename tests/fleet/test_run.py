@@ -88,6 +88,18 @@ def test_three_workers_fix_three_modules_and_the_integration_branch_is_green(tmp
     )
 
 
+def test_every_fleet_kind_has_a_line_of_its_own_even_with_keys_missing(tmp_path: Path) -> None:
+    from hilbert.store.kinds import FLEET_KINDS
+    from hilbert.ui.log_view import format_event
+
+    with EventStore.open(tmp_path / "log.db") as store:
+        for kind in FLEET_KINDS:
+            store.append("r", "harness", kind, {})
+        lines = [format_event(e, store) for e in store.events(run="r")]
+    assert len(lines) == len(FLEET_KINDS)
+    assert not [line for line in lines if "{" in line], lines  # no JSON fallback, no KeyError
+
+
 def test_the_fleets_events_read_as_one_line_each(tmp_path: Path) -> None:
     from hilbert.ui.log_view import format_event
 

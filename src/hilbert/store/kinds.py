@@ -21,6 +21,42 @@ POLICY_ACTION: Final = "policy_action"
 # Kinds that change the conversation (see `hilbert.store.conversation`).
 CONVERSATION_KINDS: Final = (AGENT_STARTED, MODEL_CALL, TOOL_RESULT, MESSAGE_INJECTED)
 
+# The fleet's kinds: written by its harness (agent "harness"; `hilbert.fleet.run`, `verify`,
+# `merge_queue`), by the person (agent "person": `person_message`, `stop_requested`) and by the lead's
+# tools (`lead_message`). The main keys of each one's `data`:
+FLEET_KINDS: Final = (
+    "fleet_started",  # tasks, workers, model, integration
+    "task_state",  # task, status, attempts, worker
+    "task_started",  # task, worker, base, workspace
+    "task_attempted",  # task, status, reason, candidate (ref or null)
+    "task_retried",  # task, why, decision
+    "task_escalated",  # task, why, decision
+    "task_stopped",  # task, why (the person or the cost cap)
+    "task_error",  # task, error (a harness step failed)
+    "verify_run",  # task, worker, commit, round, command, exit_code, passed, claimed, output
+    "workspace_closed",  # worker, message (what was kept and why)
+    "workspaces_fallback",  # strategy, why
+    "merge_batch_started",  # tasks, base
+    "merge_checks_passed",  # tasks, commit
+    "merge_checks_failed",  # tasks, commit, command, exit, timed_out, output, confirmed
+    "merge_checks_baseline",  # commit, base, still_failing, fixed
+    "merge_bisect",  # suspects, testing, base
+    "merged",  # task, ref, commit
+    "merge_rejected",  # task, command, exit, output
+    "merge_conflict",  # task, ref, base, files, hunks
+    "merge_requeued",  # tasks
+    "merge_error",  # error
+    "flaky_test",  # tasks, commit, command, first_exit, first_output, second_output
+    "lead_consulted",  # tasks, session
+    "lead_action",  # action, task, and note | reason | into
+    "plan_changed",  # tasks, plan (the PLAN.md written)
+    "lead_answered",  # status, error, still_escalated
+    "lead_message",  # to, text
+    "person_message",  # to, text
+    "stop_requested",  # to ("*": everyone)
+    "fleet_finished",  # states, tip, stuck
+)
+
 
 class UsageData(TypedDict):
     """`hilbert.models.types.Usage` as JSON (`dataclasses.asdict`)."""

@@ -191,6 +191,7 @@ _FLEET_LINES = {
     "merge_rejected": "{task} rejected by `{command}` (exit {exit})",
     "merge_conflict": "{task} conflicts with the integration branch",
     "merge_requeued": "{task_list} requeued: the integration branch moved",
+    "merge_bisect": "bisecting: checking {testing_list} of {suspects_list}",
     "flaky_test": "flaky: `{command}` failed, then passed on a re-run",
     "person_message": "message for {to}: {text_line}",
     "stop_requested": "stop requested for {to}",
@@ -221,19 +222,28 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         text_line=_first_line(str(data.get("text", ""))),
         states_line=", ".join(f"{k} {v}" for k, v in dict(data.get("states", {})).items()),
         lead_detail=_lead_detail(data),
+        testing_list=", ".join(data.get("testing", ())),
+        suspects_list=", ".join(data.get("suspects", ())),
         short_command=_cut(str(data.get("command", "")), 60),
         still_line=f"; still escalated: {', '.join(data['still_escalated'])}"
         if data.get("still_escalated")
         else "",
     )
     failed = event.kind in ("merge_checks_failed", "merge_rejected", "merge_conflict") or (
-        event.kind == "verify_run" and not data["passed"]
+        event.kind == "verify_run" and not data.get("passed")
     )
     lines = [ln for ln in str(data.get("output") or data.get("hunks") or "").splitlines() if ln.strip()]
     details = lines[-OUTPUT_LINES:] if failed else []  # a failing run's summary is at its end
     if failed and len(lines) > OUTPUT_LINES:
         details.insert(0, f"… ({_plural(len(lines) - OUTPUT_LINES, 'earlier line')})")
-    return _FLEET_LINES[event.kind].format_map(data), details
+    return _FLEET_LINES[event.kind].format_map(_Tolerant(data)), details
+
+
+class _Tolerant(dict[str, Any]):
+    """An event's data for a line template: a key an older or newer writer did not write reads "?"."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
 
 
 def _lead_detail(data: dict[str, Any]) -> str:
