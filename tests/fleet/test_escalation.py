@@ -105,6 +105,7 @@ class Board:
     def __init__(self, plan: Plan, states: Mapping[str, TaskState], workers: Mapping[str, str] = {}) -> None:
         self.plan, self.states = plan, dict(states)
         self.workers = dict(workers)
+        self.stopped: set[str] = set()
         self.steered: list[tuple[str, dict[str, Any]]] = []
         self.notes: dict[str, str] = {}
         self.messages: list[tuple[str, str]] = []
@@ -171,7 +172,7 @@ def test_split_task_adds_the_parts_and_the_task_then_depends_on_them(tmp_path: P
     assert [t.id for t in board.plan.tasks] == ["T1", "T2a", "T2b", "T2", "T3"]
     assert board.plan.tasks[3].depends_on == ("T1", "T2a", "T2b")
     assert board.states["T2"] == TaskState("T2", "pending", attempts=0, reopened=1)
-    assert board.states["T2a"] == TaskState("T2a")
+    assert board.states["T2a"] == TaskState("T2a", reopened=1)  # its parts cannot be split for ever
     assert board.steered == [("split_task", {"task": "T2", "into": ["T2a", "T2b"]})]
 
 
@@ -258,3 +259,62 @@ def test_the_brief_lists_each_escalated_task_with_why_its_last_attempt_did_not_l
     assert "attempts: 2 (reopened before: 1)" in brief
     assert "1 done, 1 escalated, 1 pending" in brief and "T4 (Gauß)" in brief
     assert brief.count("```") == 2  # the reason cannot close the block it is quoted in
+
+
+def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at_once(tmp_path: Path) -> None:
+    """One task whose check never passes: the lead reassigns it (its note reaches every later attempt,
+    and the task restarts while the lead is still talking), then marks it impossible; the run ends."""
+    from hilbert.testing.fake_server import ScriptedPolicy
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("hello\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    gives_up = ScriptedPolicy.from_turns(
+        [{"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "trust me"}}]}]
+    )
+    plan = Plan(goal="g", tasks=(Task(id="T1", title="never", verify="python -c 'raise SystemExit(1)'"),))
+    with (
+        FakeServer(gives_up) as workers,
+        FakeServer("lead", latency="ttft=0.3,tps=inf") as lead,
+        EventStore.open(tmp_path / "log.db") as store,
+    ):
+        result = asyncio.run(
+            run_fleet(
+                plan,
+                repo=repo,
+                root=tmp_path / "run",
+                run="r",
+                model=make_model(f"openai:w@{workers.openai_base_url}", env={}),
+                lead_model=make_model(f"anthropic:lead@{lead.base_url}", env={}),
+                store=store,
+                env=ENV,
+                config=FleetConfig(workers=1, max_attempts=2, verify_rounds=1, test_command="true"),
+            )
+        )
+        events = store.events(run="r")
+    assert result.states["T1"].status == "impossible"
+    actions = [e.data["action"] for e in events if e.kind == "lead_action"]
+    assert actions == ["reassign", "mark_impossible"]
+    prompts = [e.data["task"] for e in events if e.kind == "agent_started" and e.agent != "lead"]
+    assert len(prompts) == 4  # two attempts, reassigned, two more
+    assert [p.count("The lead's note:") for p in prompts] == [0, 0, 1, 1]
+    # the reassigned task started while the lead was still in its session, not after it
+    reassigned = next(e.id for e in events if e.kind == "lead_action")
+    restarted = next(
+        e.id for e in events if e.kind == "task_state" and e.id > reassigned and e.data["status"] == "running"
+    )
+    first_session_end = next(e.id for e in events if e.agent == "lead" and e.kind == "agent_stopped")
+    assert restarted < first_session_end
+    assert [e.kind for e in events if e.agent == "harness"][-1] == "fleet_finished"
+
+
+def test_the_lead_may_not_reopen_a_task_the_person_stopped(tmp_path: Path, board: Board) -> None:
+    board.stopped.add("T2")
+    text, error = call(EscalationToolBox(tmp_path, board), "reassign", task="T2", note="go on")
+    assert error and "stopped by the person" in text and board.steered == []

@@ -79,7 +79,9 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     assert all(" T" in line and "finished" in line for line in status.stdout.strip().splitlines())
 
 
-def test_run_with_a_goal_plans_then_runs_with_yes_and_only_plans_without_it(tmp_path: Path) -> None:
+def test_run_with_a_goal_plans_then_runs_with_yes_and_refuses_without_a_terminal_to_ask_on(
+    tmp_path: Path,
+) -> None:
     project = generate_sample_project(tmp_path / "repo", 11, bugs=2)
     for args in (
         ["init", "-q", "-b", "main"],
@@ -95,8 +97,11 @@ def test_run_with_a_goal_plans_then_runs_with_yes_and_only_plans_without_it(tmp_
             f"anthropic:lead@{lead.base_url}",
         ]
         asked = hilbert("run", "make the tests pass", "--repo", "repo", *models, cwd=tmp_path)
-        assert asked.returncode == 2 and "not run" in asked.stderr and "--yes" in asked.stderr, asked.stderr
-        assert (tmp_path / "PLAN.md").is_file() and not (tmp_path / "home" / "runs").exists()
+        # no terminal to confirm on: refused before the lead spends anything
+        assert (
+            asked.returncode == 2 and "nobody is at the terminal" in asked.stderr and "--yes" in asked.stderr
+        )
+        assert not (tmp_path / "PLAN.md").exists() and not lead.requests
         ran = hilbert("run", "make the tests pass", "--yes", "--repo", "repo", *models, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr + ran.stdout[-3000:]
     plan = parse_plan((tmp_path / "PLAN.md").read_text())
@@ -119,6 +124,7 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
         (["status"], "no event log"),
         (["run", "--repo", "notgit"], "give either a GOAL or --plan PLAN.md"),
         (["run", "goal", "--plan", "bad.md"], "give either a GOAL or --plan PLAN.md, not both"),
+        (["run", "--plan", "bad.md", "--yes"], "--yes goes with a GOAL"),
     ]:
         done = hilbert(*args, cwd=tmp_path)
         lines = done.stderr.strip().splitlines()

@@ -21,6 +21,7 @@ implements and records as `lead_action` events; this module holds no fleet state
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -96,6 +97,11 @@ class Steering(Protocol):
 
     @property
     def states(self) -> Mapping[str, TaskState]: ...
+
+    @property
+    def stopped(self) -> AbstractSet[str]:
+        """Tasks the person (or the cost cap) stopped: the lead may not reopen them."""
+        ...
 
     def steer(
         self,
@@ -186,7 +192,11 @@ class EscalationToolBox:
             tasks += [*parts, whole] if existing.id == task.id else [existing]
         plan = self._plan(tasks)
         reopened = replace(state, status="pending", attempts=0, worker=None, reopened=state.reopened + 1)
-        states = {task.id: reopened, **{part.id: TaskState(part.id) for part in parts}}
+        # a part counts as reopened as often as its whole, so splitting cannot go on for ever
+        states = {
+            task.id: reopened,
+            **{part.id: TaskState(part.id, reopened=reopened.reopened) for part in parts},
+        }
         note = f"The lead split this task: {', '.join(new_ids)} (merged first) do parts of it."
         self.fleet.steer(
             "split_task",
@@ -232,6 +242,11 @@ class EscalationToolBox:
         return task, state
 
     def _may_reopen(self, task: Task, state: TaskState) -> None:
+        if task.id in self.fleet.stopped:
+            raise UserError(
+                f"{task.id} was stopped by the person (or the run's cost cap), not by a failure",
+                hint="only the person restarts it; leave it, or mark it impossible",
+            )
         if state.reopened >= self.max_reopens:
             raise UserError(
                 f"{task.id} was reopened {state.reopened} times already and still did not land",

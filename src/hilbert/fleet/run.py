@@ -15,6 +15,7 @@ branch `hilbert/integration` only ever moves to commits whose checks passed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 from collections.abc import Mapping
@@ -32,7 +33,7 @@ from hilbert.fleet.inbox import LEAD, STOPPED_BY_PERSON, Inbox, send, stop_reque
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate, lookup
 from hilbert.fleet.plan import Plan, Task, write_plan
-from hilbert.fleet.scheduler import TaskState, after_failure, blocked, is_finished, ready
+from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
 from hilbert.fleet.verify import HarnessVerify
 from hilbert.models.types import Model
 from hilbert.store import EventStore
@@ -63,6 +64,8 @@ class FleetConfig:
     command_memory_mb: int | None = None
     lead_turns: int = 30  # per session of the lead answering escalations
     max_reopens: int = 2  # times the lead may reopen (reassign or split) one task
+    lead_sessions: int = 20  # the most sessions of the lead per run; later escalations stay escalated
+    escalations_per_session: int = 20  # the rest wait for the next session
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,8 @@ def _allow_open_files(needed: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     if soft != resource.RLIM_INFINITY and soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        with contextlib.suppress(ValueError, OSError):  # some systems cap below what they report
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 class _Fleet:
@@ -126,7 +130,10 @@ class _Fleet:
         )
         self.config, self.env, self.lead_model = config, env, lead_model
         self.answered: set[str] = set()  # escalations the lead was shown (or that are not the lead's)
+        self.stopped: set[str] = set()  # tasks the person or the cost cap stopped: not the lead's to reopen
+        self.notes: dict[str, list[str]] = {}  # the lead's notes for a task's later workers
         self.lead_sessions = 0
+        self.lead_inbox = Inbox(store, run, LEAD)  # one for all sessions: nothing sent between them is lost
         self.fallback_noted = False
         self.workers: dict[str, Name] = {}  # running task -> its worker
         self.states = {task.id: TaskState(task.id) for task in plan.tasks}
@@ -147,7 +154,13 @@ class _Fleet:
         state = self.states[task_id]
         self.record(
             "task_state",
-            {"task": task_id, "status": state.status, "attempts": state.attempts, "worker": state.worker},
+            {
+                "task": task_id,
+                "status": state.status,
+                "attempts": state.attempts,
+                "worker": state.worker,
+                "reopened": state.reopened,
+            },
         )
 
     async def go(self, repo: Path) -> FleetResult:
@@ -177,10 +190,10 @@ class _Fleet:
         running: dict[asyncio.Task[Any], str] = {}
         merging: asyncio.Task[Any] | None = None
         leading: asyncio.Task[Any] | None = None
+        self.woken = asyncio.Event()  # the lead changed the plan or a state: look again at once
+        waker: asyncio.Task[Any] | None = None
         try:
-            while (
-                not is_finished(self.plan, self.states) or self.queue.pending or merging or running or leading
-            ):
+            while True:  # until nothing runs and nothing can start
                 stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
                 for task_id in (
                     [] if stopping else ready(self.plan, self.states, max_running=self.config.workers)
@@ -195,14 +208,19 @@ class _Fleet:
                 unanswered = [
                     t for t, s in self.states.items() if s.status == "escalated" and t not in self.answered
                 ]
-                if leading is None and unanswered and self.lead_model is not None and not stopping:
-                    leading = asyncio.create_task(self.consult_lead(unanswered))
+                if leading is None and unanswered and self.lead_may_act(stopping):
+                    batch = unanswered[: self.config.escalations_per_session]
+                    leading = asyncio.create_task(self.consult_lead(batch))
                 waiting = set(running) | {task for task in (merging, leading) if task is not None}
                 if not waiting:
-                    break  # nothing runs and nothing can start: the rest is blocked
-                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                    break  # the scheduler has nothing left, or the rest is blocked
+                waker = waker or asyncio.create_task(self.woken.wait())
+                done, _ = await asyncio.wait(waiting | {waker}, return_when=asyncio.FIRST_COMPLETED)
                 for finished in done:
-                    if finished is merging:
+                    if finished is waker:
+                        waker = None
+                        self.woken.clear()
+                    elif finished is merging:
                         merging = None
                         self.merged(finished)
                     elif finished is leading:
@@ -213,7 +231,7 @@ class _Fleet:
                         self.workers.pop(task_id, None)
                         self.attempted(task_id, finished)
         finally:
-            others = [task for task in (merging, leading) if task is not None]
+            others = [task for task in (merging, leading, waker) if task is not None]
             for pending in [*running, *others]:
                 pending.cancel()
             await asyncio.gather(*running, *others, return_exceptions=True)
@@ -258,6 +276,8 @@ class _Fleet:
         )
         if task.id in self.feedback:
             prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
+        for note in self.notes.get(task.id, []):
+            prompt += f"\n\nThe lead's note: {note}"
         spend = SharedCostLimit(self.cost)
         tools = ToolBox(
             checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
@@ -311,6 +331,7 @@ class _Fleet:
         if ref is None and (result.reason == STOPPED_BY_PERSON or result.reason.startswith(COST_CAP)):
             self.states[task_id] = replace(self.states[task_id], status="escalated")  # not a failed attempt
             self.answered.add(task_id)  # the person's decision (or the budget's), not one for the lead
+            self.stopped.add(task_id)
             self.record("task_stopped", {"task": task_id, "why": result.reason})
             self.set_state(task_id)
         elif ref is None:
@@ -348,6 +369,15 @@ class _Fleet:
 
     # -- the lead ----------------------------------------------------------------------------------
 
+    def lead_may_act(self, stopping: bool) -> bool:
+        """A lead is configured, the run is not stopping, nobody stopped the lead, sessions are left."""
+        return (
+            self.lead_model is not None
+            and not stopping
+            and not stop_requested(self.store, self.run, LEAD)
+            and self.lead_sessions < self.config.lead_sessions
+        )
+
     async def consult_lead(self, escalated: list[str]) -> AgentResult:
         """One session of the lead on `escalated`, with read tools over a checkout of the integration tip."""
         assert self.lead_model is not None
@@ -368,7 +398,7 @@ class _Fleet:
                 model=self.lead_model,
                 toolbox=tools,
                 store=self.store,
-                policies=[TurnLimit(self.config.lead_turns), spend, Inbox(self.store, self.run, LEAD)],
+                policies=[TurnLimit(self.config.lead_turns), spend, self.lead_inbox],
             )
             spend.settle(result.cost_usd)
         finally:
@@ -380,7 +410,11 @@ class _Fleet:
 
     def consulted(self, finished: asyncio.Task[AgentResult]) -> None:
         error = finished.exception()
-        unanswered = [t for t, s in self.states.items() if s.status == "escalated" and t in self.answered]
+        unanswered = [
+            t
+            for t, s in self.states.items()
+            if s.status == "escalated" and t in self.answered and t not in self.stopped
+        ]
         self.record(
             "lead_answered",
             {
@@ -400,20 +434,29 @@ class _Fleet:
         notes: Mapping[str, str] = {},
     ) -> None:
         """Apply what the lead decided (already validated by its tools) and record it."""
+        if plan is not None:  # first what can fail, so that a failure changes nothing
+            partial = self.root / ".PLAN.md.partial"
+            partial.write_text(write_plan(plan))
+            partial.replace(self.root / "PLAN.md")
         self.record("lead_action", {"action": action, **detail})
         if plan is not None:
+            added = [t for t in plan.tasks if t.id not in self.tasks]
             self.plan, self.tasks = plan, {task.id: task for task in plan.tasks}
-            (self.root / "PLAN.md").write_text(write_plan(plan))
             self.record(
-                "plan_changed", {"tasks": [t.id for t in plan.tasks], "plan": str(self.root / "PLAN.md")}
+                "plan_changed",
+                {
+                    "tasks": [t.id for t in plan.tasks],
+                    "added": [t.model_dump(mode="json") for t in added],
+                    "plan": str(self.root / "PLAN.md"),
+                },
             )
         for task_id, note in notes.items():
-            earlier = self.feedback.get(task_id)
-            self.feedback[task_id] = (f"{earlier}\n\n" if earlier else "") + f"The lead's note: {note}"
+            self.notes.setdefault(task_id, []).append(note)
         for task_id, state in states.items():
             self.states[task_id] = state
             self.answered.discard(task_id)  # if it is escalated again, the lead hears of it again
             self.set_state(task_id)
+        self.woken.set()
 
     def message_worker(self, worker: str, text: str) -> str:
         name = lookup(worker, self.workers.values())

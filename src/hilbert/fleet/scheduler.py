@@ -5,7 +5,7 @@ derive the same answers from the same task states (which the event log holds). A
 
     pending → running → verifying → done (merged)
        ↑         └──────────┴──→ failed ──→ pending (a retry, `attempts` + 1) | escalated (to the lead)
-       └── the lead may reopen an escalated task;          the lead may mark any task impossible
+       └── the lead may reopen an escalated task;   the lead may mark one no worker holds impossible
 
 A task with no `TaskState` in the mapping is pending with no attempts. Two tasks conflict when a claim of
 one is a path prefix of a claim of the other (`src` and `src/x.py`, never `src/a.py` and `src/ab.py`),

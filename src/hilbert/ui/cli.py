@@ -122,7 +122,7 @@ def agent(task: str, workspace: Path, name: str, **options: Any) -> None:
     help="With --single: the wire protocol the agent uses to reach the fake model.",
 )
 def demo(directory: Path, seed: int | None, workers: int, single: bool, protocol: str) -> None:
-    """Offline demo: a lead and 16 workers fix a generated project against the fake model server."""
+    """Offline demo: a lead and a fleet of workers fix a generated project against the fake model server."""
     if single:
         from hilbert.ui.demo import run_demo
 
@@ -243,11 +243,18 @@ def run(
             "give either a GOAL or --plan PLAN.md" + (", not both" if goal else ""),
             hint='hilbert run --plan PLAN.md, or hilbert run "GOAL" --yes to plan and run in one go',
         )
+    if yes and goal is None:
+        raise UserError("--yes goes with a GOAL (plan, then run without asking)", hint="drop --yes")
     settings = Settings.load(options)
     if goal is not None:
         plan_file = default_plan_path(repo)
-        asyncio.run(plan_command(settings, goal, repo, plan_file))
-        if not yes and not (sys.stdin.isatty() and click.confirm("Run this plan now?")):
+        if not yes and not sys.stdin.isatty():  # refuse before the lead spends anything
+            raise UserError(
+                "nobody is at the terminal to confirm the plan before it runs",
+                hint=f'pass --yes to run it at once, or `hilbert plan "{goal}"` and review it first',
+            )
+        asyncio.run(plan_command(settings, goal, repo, plan_file, next_step=False))
+        if not yes and not click.confirm("Run this plan now?"):
             raise UserError(
                 f"the plan is in {plan_file}, not run",
                 hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",

@@ -67,6 +67,7 @@ async def plan_command(
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
     model: Model | None = None,
+    next_step: bool = True,
 ) -> Plan:
     """Run the lead on `goal` in `repo` (on `model`, else the settings' lead model) until it has written
     a valid plan to `out`."""
@@ -90,8 +91,12 @@ async def plan_command(
         raise UserError(
             f"the lead stopped ({result.status}) without writing a plan", hint=result.reason or None
         )
-    echo(f"\nwrote {out} with {len(tools.plan.tasks)} tasks; review or edit it, then run it:")
-    echo(f"  hilbert run --plan {out} --repo {repo}")
+    echo(
+        f"\nwrote {out} with {len(tools.plan.tasks)} tasks"
+        + ("; review or edit it, then run it:" if next_step else "")
+    )
+    if next_step:
+        echo(f"  hilbert run --plan {out} --repo {repo}")
     return tools.plan
 
 

@@ -126,8 +126,10 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
                     config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
                 )
             tally = count(store, run, result)
+            planned = [r for r in store.runs() if r.startswith("plan-")][-1]  # the lead's planning run
+            planning_usd = agent_summary(store, planned, "lead").cost_usd
     suite = _check_integration(result, directory / "check", project.test_command)
-    _summary(tally, result, suite, time.monotonic() - started, settings.db_path)
+    _summary(tally, result, suite, time.monotonic() - started, settings.db_path, planning_usd)
     return suite.returncode == 0 and result.all_done
 
 
@@ -151,16 +153,25 @@ def count(store: EventStore, run: str, result: FleetResult) -> Tally:
 def _check_integration(
     result: FleetResult, check: Path, test_command: str
 ) -> subprocess.CompletedProcess[str]:
-    subprocess.run(
+    clone = subprocess.run(
         ["git", "clone", "-q", "-b", INTEGRATION, str(result.integration_repo), str(check)],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if clone.returncode != 0:
+        return subprocess.CompletedProcess(
+            clone.args, clone.returncode, stdout=f"git clone failed: {clone.stderr}"
+        )
     return run_tests(check, test_command)
 
 
 def _summary(
-    tally: Tally, result: FleetResult, suite: subprocess.CompletedProcess[str], wall_s: float, db: Path
+    tally: Tally,
+    result: FleetResult,
+    suite: subprocess.CompletedProcess[str],
+    wall_s: float,
+    db: Path,
+    planning_usd: float,
 ) -> None:
     click.secho("\nSummary", bold=True)
     click.echo(f"  tasks done: {tally.done} of {tally.tasks}; merged onto {INTEGRATION}: {tally.merged}")
@@ -170,8 +181,8 @@ def _summary(
     )
     click.echo(f"  merge conflicts sent back: {tally.conflicts}; the lead's actions: {tally.lead_actions}")
     click.echo(
-        f"  workers: {tally.workers}; cost: ${tally.cost_usd:.2f} (at claude-sonnet-4-5 prices); "
-        f"wall time {wall_s:.0f} s"
+        f"  workers: {tally.workers}; cost at claude-sonnet-4-5 prices: ${tally.cost_usd + planning_usd:.2f} "
+        f"(planning ${planning_usd:.2f}); wall time {wall_s:.0f} s"
     )
     for task_id, why in result.stuck.items():
         click.echo(f"  {task_id} not run: {why}")

@@ -50,7 +50,8 @@ class GitResult:
 class Git:
     """Runs git for the harness; `home` is a harness-owned folder used as `HOME`. At most
     `processes` git processes of one runner run at once (a fleet of 1,024 workers provisioning together
-    would otherwise run out of file descriptors: each process holds three pipes and a waiter)."""
+    would otherwise run out of file descriptors: each process holds three pipes and a waiter). The
+    limit is an asyncio semaphore: use one runner within one event loop."""
 
     home: Path
     processes: asyncio.Semaphore = field(
