@@ -182,3 +182,46 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
     with tarfile.open(archived[0]) as tar:
         assert "poincare/done.txt" in tar.getnames()
     assert [e.data["task"] for e in harness if e.kind == "merged"] == ["T1"]
+
+
+def test_a_task_budget_in_the_plan_bounds_each_attempt(tmp_path: Path) -> None:
+    """T1's plan gives an attempt one model call; the worker needs two, so T1 never lands. T2, on the
+    run's default budget, does the same work and merges."""
+    from hilbert.fleet.plan import Budget
+    from hilbert.testing.fake_server import ScriptedPolicy
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("hello\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    two_turns = ScriptedPolicy.from_turns(
+        [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
+            {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "done.txt"}}]},
+        ]
+    )
+    tasks = (
+        Task(id="T1", title="tight", verify="test -f done.txt", budget=Budget(turns=1)),
+        Task(id="T2", title="roomy", verify="test -f done.txt"),
+    )
+    with FakeServer(two_turns) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = asyncio.run(
+            run_fleet(
+                Plan(goal="g", tasks=tasks),
+                repo=repo,
+                root=tmp_path / "run",
+                run="r",
+                model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
+                store=store,
+                env=ENV,
+                config=FleetConfig(workers=2, max_attempts=1, test_command="true"),
+            )
+        )
+        attempted = {e.data["task"]: e.data for e in store.events(run="r", kinds=["task_attempted"])}
+    assert result.states["T1"].status == "escalated" and result.states["T2"].status == "done"
+    assert attempted["T1"]["status"] == "halted" and "1 model calls" in attempted["T1"]["reason"]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import COST_CAP, AgentResult, CostPool, SharedCostLimit, TurnLimit
+from hilbert.agent.policies import COST_CAP, AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.errors import UserError
@@ -32,7 +32,7 @@ from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
 from hilbert.fleet.inbox import LEAD, STOPPED_BY_PERSON, Inbox, send, stop_requested
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate, lookup
-from hilbert.fleet.plan import Plan, Task, write_plan
+from hilbert.fleet.plan import Budget, Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
 from hilbert.fleet.verify import HarnessVerify
 from hilbert.models.types import Model
@@ -279,6 +279,7 @@ class _Fleet:
         for note in self.notes.get(task.id, []):
             prompt += f"\n\nThe lead's note: {note}"
         spend = SharedCostLimit(self.cost)
+        budget = task.budget or Budget()  # the plan's per-attempt budget, else the run's defaults
         tools = ToolBox(
             checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
         )
@@ -292,7 +293,8 @@ class _Fleet:
                 toolbox=tools,
                 store=self.store,
                 policies=[
-                    TurnLimit(self.config.max_turns),
+                    TurnLimit(budget.turns or self.config.max_turns),
+                    *([CostLimit(budget.usd)] if budget.usd else []),
                     spend,
                     Inbox(self.store, self.run, name.display),
                     verify,
