@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from engineer_testkit import FAST, solve, suite_passes
@@ -29,7 +30,7 @@ def half_task(half: Bug) -> str:
 
 
 def passes(root: Path, test_id: str) -> bool:
-    command = ["python", "-m", "pytest", "-q", test_id]
+    command = [sys.executable, "-m", "pytest", "-q", test_id]
     return subprocess.run(command, cwd=root, env={**os.environ, **FAST}, capture_output=True).returncode == 0
 
 
