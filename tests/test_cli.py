@@ -76,7 +76,7 @@ def test_demo_refuses_to_clobber_a_folder_it_did_not_make(tmp_path: Path) -> Non
 
 @pytest.mark.timeout(600)
 def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_green(tmp_path: Path) -> None:
-    done = hilbert("demo", "--dir", "run", "--seed", "3", cwd=tmp_path)
+    done = hilbert("demo", "--dir", "run", "--seed", "3", cwd=tmp_path, timeout=540)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr
     out = done.stdout
     assert "24 injected bugs" in out and "PLAN.md: 24 tasks" in out

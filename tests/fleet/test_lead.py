@@ -21,7 +21,6 @@ from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.plan import Task, parse_plan
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
-from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.lead import LeadPolicy
@@ -144,7 +143,9 @@ def test_the_lead_pages_through_a_survey_too_long_for_one_answer(tmp_path: Path)
     used = tools_used(store)
     pages = [args for name, args in used if name == "read_file" and args["path"].startswith(".hilbert/")]
     assert len(pages) >= 2 and all("start_line" in args for args in pages)
-    assert len(used) < Settings().max_turns, "the lead must plan this within the default turn limit"
+    # pytest prints the summary's whole messages when it sees CI set (else cut to the terminal), so the
+    # survey is 300 or 1,400 lines; the lead reads it in pages sized to what fits, never one call per line
+    assert len(pages) <= 12, [(args.get("start_line"), args.get("end_line")) for args in pages]
 
 
 def test_the_final_task_depends_on_all_the_others(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from hilbert.testing.engineer.reading import called_function, function_span, imp
 TEST_COMMAND = "python -m pytest -q"
 SURVEY_COMMAND = f"{TEST_COMMAND} -rfE --tb=no"
 DEFAULT_GOAL = "Make the test suite pass"
-PAGE_LINES = 100  # lines of a saved output read at once (pytest's summary lines are ~80 characters)
+PAGE_LINES = 400  # lines of a saved output asked for at once; a page that is cut is asked again, shorter
 _FAILED = re.compile(r"^(?:FAILED|ERROR) ([^\s:]+\.py)(?:::(\S+))?", re.MULTILINE)
 _NUMBERED = re.compile(r"^\s*\d+\t", re.MULTILINE)
 _NUMBERED_LINE = re.compile(r"^\s*\d+\t(.*)$")
@@ -97,7 +97,7 @@ def plan_work(brief: str, *, final_task: bool = False) -> Steps:
 
 def whole_output(text: str) -> Generator[LeadAction, Observation, str]:
     """`text`, or, when the tool cut it short and saved the whole output to a file, that file's
-    lines, read a page at a time (a page that is itself cut is read again in halves)."""
+    lines, read a page at a time (a page that is itself cut is read again, as many lines as fitted)."""
     saved = _SAVED.search(text)
     if saved is None:
         return text
@@ -108,8 +108,9 @@ def whole_output(text: str) -> Generator[LeadAction, Observation, str]:
         page = yield Read(
             saved.group(1), first, first + size - 1, why="The output was cut; reading all of it."
         )
-        if _SAVED.search(page.text) and size > 1:
-            size //= 2
+        if _SAVED.search(page.text) and size > 1:  # cut: ask again for as many lines as fitted
+            fitted = sum(1 for raw in page.text.splitlines() if _NUMBERED_LINE.match(raw))
+            size = max(1, min(size // 2, fitted - 2)) if fitted > 2 else size // 2
             continue
         got = [m.group(1) for raw in page.text.splitlines() if (m := _NUMBERED_LINE.match(raw))]
         lines += got
