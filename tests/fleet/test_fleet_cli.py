@@ -76,7 +76,7 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     )
     status = hilbert("status", cwd=tmp_path)
     assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= len(plan.tasks)
-    assert all(" T" in line and "finished" in line for line in status.stdout.strip().splitlines())
+    assert all(" T" in line and " done " in line for line in status.stdout.strip().splitlines())
 
 
 def test_run_with_a_goal_plans_then_runs_with_yes_and_refuses_without_a_terminal_to_ask_on(
@@ -226,3 +226,50 @@ def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
     headers = [line for line in out.splitlines() if line.startswith("run r1 at ")]
     assert len(headers) >= 3 and "running" in headers[0] and headers[-1].endswith("ended"), out
     assert out.count("Noether") == len(headers)
+
+
+def test_status_says_what_each_worker_is_doing_from_the_log(tmp_path: Path) -> None:
+    from hilbert.store import EventStore
+    from hilbert.ui.fleet_commands import worker_states
+
+    started = {"task": "x", "model": "m", "workspace": "w", "tools": [], "messages": []}
+    stopped = {"status": "finished", "turns": 1, "usage": {}, "cost_usd": 0.0}
+    finish = {
+        "call_id": "c",
+        "name": "finish",
+        "arguments": {},
+        "message": "h",
+        "is_error": False,
+        "duration_s": 0,
+    }
+    with EventStore.open(tmp_path / "log.db") as store:
+        log = [
+            ("Poincaré", "agent_started", started),  # still working
+            ("Noether", "agent_started", started),  # called finish; the harness is checking
+            ("Noether", "tool_result", finish),
+            ("Euler", "agent_started", started),  # checked; waits in the merge queue
+            ("Euler", "agent_stopped", stopped),
+            ("harness", "task_attempted", {"task": "T3", "candidate": "refs/hilbert/candidates/T3/euler"}),
+            ("harness", "task_state", {"task": "T3", "status": "verifying", "worker": "Euler"}),
+            ("Gauß", "agent_started", started),  # merged
+            ("Gauß", "agent_stopped", stopped),
+            ("harness", "task_attempted", {"task": "T4", "candidate": "refs/hilbert/candidates/T4/gauss"}),
+            ("harness", "merged", {"task": "T4", "ref": "refs/hilbert/candidates/T4/gauss"}),
+            ("Riemann", "agent_started", started),  # its work conflicted and the task went back
+            ("Riemann", "agent_stopped", stopped),
+            ("harness", "task_attempted", {"task": "T5", "candidate": "refs/hilbert/candidates/T5/riemann"}),
+            ("harness", "task_state", {"task": "T5", "status": "pending", "worker": None}),
+            ("Turing", "agent_started", started),  # halted by its turn limit: no candidate
+            ("Turing", "agent_stopped", {**stopped, "status": "halted"}),
+        ]
+        for agent, kind, data in log:
+            store.append("r", agent, kind, data)
+        states = worker_states(store, "r")
+    assert states == {
+        "Poincaré": "working",
+        "Noether": "judged",
+        "Euler": "waiting",
+        "Gauß": "done",
+        "Riemann": "sent back",
+        "Turing": "halted",
+    }

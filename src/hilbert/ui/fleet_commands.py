@@ -154,17 +154,51 @@ def status_lines(store: EventStore, run: str, now: float | None = None) -> list[
         for e in store.events(run=run, agent=HARNESS, kinds=["task_started"])
     }
     lines = []
+    states = worker_states(store, run)
     for agent in store.agents(run):
         if agent in (HARNESS, PERSON):
             continue
         s = agent_summary(store, run, agent)
-        state = "working" if s.status == "running" else s.status
         tokens = s.usage.input_tokens + s.usage.output_tokens
         lines.append(
-            f"{agent:<14} {tasks.get(agent) or '-':<6} {state:<10} turns {s.turns:>3}  "
+            f"{agent:<14} {tasks.get(agent) or '-':<6} {states[agent]:<10} turns {s.turns:>3}  "
             f"tokens {tokens:>9,}  ${s.cost_usd:>8.4f}  last event {now - s.last_event_at:>5.0f}s ago"
         )
     return lines
+
+
+def worker_states(store: EventStore, run: str) -> dict[str, str]:
+    """Each agent's state, from the log: `working`; `judged` (it called finish and the harness is
+    checking); `waiting` (its checked work waits in the merge queue); `done` (merged); `sent back` (it
+    did not land: a conflict or red checks); else how its loop ended (`halted`, `no_finish`, ...)."""
+    harness = store.events(run=run, agent=HARNESS, kinds=["task_attempted", "merged", "task_state"])
+    merged = {e.data.get("ref") for e in harness if e.kind == "merged"}
+    latest = {e.data.get("task"): e.data for e in harness if e.kind == "task_state"}  # task -> its state now
+    held = {(d.get("worker"), d.get("status")) for d in latest.values()}
+    candidates = {
+        str(ref).rsplit("/", 1)[-1]: ref
+        for e in harness
+        if e.kind == "task_attempted" and (ref := e.data.get("candidate"))
+    }
+    states = {}
+    for agent in store.agents(run):
+        if agent in (HARNESS, PERSON):
+            continue
+        s = agent_summary(store, run, agent)
+        if s.status == "running":
+            last = store.events(run=run, agent=agent, kinds=["tool_result"])[-1:]
+            finishing = (
+                bool(last) and last[0].data.get("name") == "finish" and not last[0].data.get("is_error")
+            )
+            states[agent] = "judged" if finishing else "working"
+        elif to_id(agent) in candidates:
+            if candidates[to_id(agent)] in merged:
+                states[agent] = "done"
+            else:  # in the merge queue, or it did not land there (conflict, red checks) and went back
+                states[agent] = "waiting" if (agent, "verifying") in held else "sent back"
+        else:
+            states[agent] = s.status
+    return states
 
 
 def run_ended(store: EventStore, run: str) -> bool:
