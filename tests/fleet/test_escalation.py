@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_support import ENV, git_repo
+from fleet_support import ENV, git_repo, readme_repo
 
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
 from hilbert.fleet.plan import Plan, Task
@@ -266,15 +266,7 @@ def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at
     and the task restarts while the lead is still talking), then marks it impossible; the run ends."""
     from hilbert.testing.fake_server import ScriptedPolicy
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "README.md").write_text("hello\n")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True)
+    repo = readme_repo(tmp_path / "repo")
     gives_up = ScriptedPolicy.from_turns(
         [{"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "trust me"}}]}]
     )

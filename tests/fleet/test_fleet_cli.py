@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fleet_support import commit_all
+
 from hilbert.agent.tools import command_env
 from hilbert.fleet.plan import parse_plan
 from hilbert.testing.fake_server import FakeServer
@@ -28,12 +30,7 @@ def hilbert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_plan_then_run_then_status(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "repo", 5, bugs=3)
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
-    ):
-        subprocess.run(["git", *args], cwd=project.path, check=True)
+    commit_all(project.path)
     with FakeServer("lead") as lead, FakeServer("engineer") as engineer:
         planned = hilbert(
             "plan",
@@ -83,12 +80,7 @@ def test_run_with_a_goal_plans_then_runs_with_yes_and_refuses_without_a_terminal
     tmp_path: Path,
 ) -> None:
     project = generate_sample_project(tmp_path / "repo", 11, bugs=2)
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
-    ):
-        subprocess.run(["git", *args], cwd=project.path, check=True)
+    commit_all(project.path)
     with FakeServer("lead") as lead, FakeServer("engineer") as engineer:
         models = [
             "--model",
@@ -138,12 +130,7 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
 
 def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "repo", 5, bugs=3)
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"],
-    ):
-        subprocess.run(["git", *args], cwd=project.path, check=True)
+    commit_all(project.path)
     (tmp_path / "PLAN.md").write_text(
         "# fix it\n\n## T1 — listops\n\n```yaml hilbert-task\n"
         "verify: python -m pytest -q tests/test_listops.py\n"

@@ -8,7 +8,7 @@ import random
 import subprocess
 from pathlib import Path
 
-from fleet_support import ENV, git_repo
+from fleet_support import ENV, git_repo, readme_repo
 
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
@@ -138,14 +138,7 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
     error, archives what the worker wrote, retries the task with a new worker, and ends green."""
     from hilbert.testing.fake_server import ScriptedPolicy
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "README.md").write_text("hello\n")
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"], cwd=repo, check=True
-    )
+    repo = readme_repo(tmp_path / "repo")
     script = ScriptedPolicy.from_turns(
         [
             {"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ../../git/poincare.git"}}]},
@@ -190,15 +183,7 @@ def test_a_task_budget_in_the_plan_bounds_each_attempt(tmp_path: Path) -> None:
     from hilbert.fleet.plan import Budget
     from hilbert.testing.fake_server import ScriptedPolicy
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "README.md").write_text("hello\n")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"],
-    ):
-        subprocess.run(["git", *args], cwd=repo, check=True)
+    repo = readme_repo(tmp_path / "repo")
     two_turns = ScriptedPolicy.from_turns(
         [
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
