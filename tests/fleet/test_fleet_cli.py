@@ -260,3 +260,28 @@ def test_status_says_what_each_worker_is_doing_from_the_log(tmp_path: Path) -> N
         "Riemann": "sent back",
         "Turing": "halted",
     }
+
+
+def test_a_worker_with_no_event_for_long_is_stuck_and_one_whose_run_process_died_is_dead(
+    tmp_path: Path,
+) -> None:
+    import os
+    import socket
+    import time
+
+    from hilbert.store import EventStore
+    from hilbert.ui.fleet_commands import STUCK_AFTER_S, run_ended, worker_states
+
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    started = {"task": "x", "model": "m", "workspace": "w", "tools": [], "messages": []}
+    with EventStore.open(tmp_path / "log.db") as store:
+        for run, pid in (("alive", os.getpid()), ("died", dead_pid.pid)):
+            store.append(
+                run, "harness", "fleet_started", {"tasks": [], "pid": pid, "host": socket.gethostname()}
+            )
+            store.append(run, "Poincaré", "agent_started", started)
+        assert worker_states(store, "alive") == {"Poincaré": "working"} and not run_ended(store, "alive")
+        later = time.time() + STUCK_AFTER_S + 1
+        assert worker_states(store, "alive", now=later) == {"Poincaré": "stuck"}
+        assert worker_states(store, "died") == {"Poincaré": "dead"} and run_ended(store, "died")

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import resource
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -185,6 +186,8 @@ class _Fleet:
                 "workers": self.config.workers,
                 "model": self.model.name,
                 "integration": str(self.integration),
+                "pid": os.getpid(),  # so a view can tell a run whose process died (its agents are dead)
+                "host": socket.gethostname(),
             },
         )
         running: dict[asyncio.Task[Any], str] = {}

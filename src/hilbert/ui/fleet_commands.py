@@ -6,6 +6,8 @@ it is committed (`EventPrinter`), and `status` is a fold over the log.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -154,7 +156,7 @@ def status_lines(store: EventStore, run: str, now: float | None = None) -> list[
         for e in store.events(run=run, agent=HARNESS, kinds=["task_started"])
     }
     lines = []
-    states = worker_states(store, run)
+    states = worker_states(store, run, now)
     for agent in store.agents(run):
         if agent in (HARNESS, PERSON):
             continue
@@ -167,10 +169,17 @@ def status_lines(store: EventStore, run: str, now: float | None = None) -> list[
     return lines
 
 
-def worker_states(store: EventStore, run: str) -> dict[str, str]:
+STUCK_AFTER_S = 600.0
+
+
+def worker_states(store: EventStore, run: str, now: float | None = None) -> dict[str, str]:
     """Each agent's state, from the log: `working`; `judged` (it called finish and the harness is
-    checking); `waiting` (its checked work waits in the merge queue); `done` (merged); `sent back` (it
-    did not land: a conflict or red checks); else how its loop ended (`halted`, `no_finish`, ...)."""
+    checking); `stuck` (working, but no event for `STUCK_AFTER_S`); `dead` (its loop never stopped but
+    the run's process is gone, or the run finished without it); `waiting` (its checked work waits in
+    the merge queue); `done` (merged); `sent back` (it did not land: a conflict or red checks); else how
+    its loop ended (`halted`, `no_finish`, ...)."""
+    now = time.time() if now is None else now
+    gone = _run_process_gone(store, run)
     harness = store.events(run=run, agent=HARNESS, kinds=["task_attempted", "merged", "task_state"])
     merged = {e.data.get("ref") for e in harness if e.kind == "merged"}
     latest = {e.data.get("task"): e.data for e in harness if e.kind == "task_state"}  # task -> its state now
@@ -190,7 +199,12 @@ def worker_states(store: EventStore, run: str) -> dict[str, str]:
             finishing = (
                 bool(last) and last[0].data.get("name") == "finish" and not last[0].data.get("is_error")
             )
-            states[agent] = "judged" if finishing else "working"
+            if gone:
+                states[agent] = "dead"
+            elif finishing:
+                states[agent] = "judged"
+            else:
+                states[agent] = "stuck" if now - s.last_event_at > STUCK_AFTER_S else "working"
         elif to_id(agent) in candidates:
             if candidates[to_id(agent)] in merged:
                 states[agent] = "done"
@@ -201,10 +215,29 @@ def worker_states(store: EventStore, run: str) -> dict[str, str]:
     return states
 
 
+def _run_process_gone(store: EventStore, run: str) -> bool:
+    """The fleet run finished, or the process that runs it (on this host) no longer exists."""
+    started = store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1)
+    if not started:
+        return False
+    if store.events(run=run, agent=HARNESS, kinds=["fleet_finished"], limit=1):
+        return True
+    pid, host = started[0].data.get("pid"), started[0].data.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return False  # an older log, or another machine's run: the log alone cannot tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, under another user
+        return False
+    return False
+
+
 def run_ended(store: EventStore, run: str) -> bool:
     """A fleet run has finished; a run without a fleet has no agent still running."""
     if store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1):
-        return bool(store.events(run=run, agent=HARNESS, kinds=["fleet_finished"], limit=1))
+        return _run_process_gone(store, run)
     agents = [a for a in store.agents(run) if a != PERSON]
     return all(agent_summary(store, run, a).status != "running" for a in agents)
 
