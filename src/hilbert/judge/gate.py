@@ -1,0 +1,172 @@
+"""The stop gate's evidence steps on two commits: verify it ourselves, integrity, held-out tests.
+
+`await run_gate(repo, base, head, verify=...)` runs, in order, and returns each step with its evidence:
+
+1. `verify`: the task's command on a clean export of `head` (git archive: nothing uncommitted, no git
+   dir), with the environment the caller controls;
+2. `integrity`: every check of `hilbert.judge.integrity` on the base→head change; when existing test
+   files changed, also `tests_restored`: the verify run again on the export with those files put back as
+   they were at `base`;
+3. `heldout`: the tests in a folder the worker never saw, copied into a fresh export and run there.
+
+The decision is `done` only when every step that ran passed; a failed step is final. The judge model's
+verdict (step 4 of docs/design/judge.md) is not built yet: `GateResult.model_step` says so, and a
+later model can only veto. Nothing here writes outside `scratch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import shutil
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from hilbert.agent.shell import Limits, Output, run_command
+from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
+from hilbert.judge.integrity import integrity_findings
+from hilbert.workspaces.git import Git
+
+MODEL_STEP_NOT_BUILT = "the judge model's verdict is not built yet (issue 4); decided on the checks alone"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the gate: its name, whether it passed, and what shows it (findings or output)."""
+
+    name: str
+    passed: bool
+    summary: str
+    findings: tuple[str, ...] = ()
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: Literal["done", "not_done"]
+    steps: tuple[Step, ...]
+    model_step: str = MODEL_STEP_NOT_BUILT
+    reasons: tuple[str, ...] = field(default=())
+
+
+async def run_gate(
+    repo: Path,
+    base: str,
+    head: str,
+    *,
+    verify: str,
+    scratch: Path,
+    git: Git,
+    env: Mapping[str, str],
+    heldout: Path | None = None,
+    allow: Allowances | None = None,
+    timeout_s: float = 600.0,
+    limits: Limits | None = None,
+) -> GateResult:
+    """The gate's evidence steps for `head` against `base` in the git repository `repo`."""
+    runner = _Runner(Path(repo), Path(scratch), git, env, timeout_s, limits)
+    steps = [await runner.verify(head, verify)]
+    change = await change_between(Path(repo), base, head, git)
+    findings = integrity_findings(change, verify=verify, allow=allow or Allowances())
+    steps.append(
+        Step(
+            "integrity",
+            not findings,
+            f"{len(findings)} finding(s)" if findings else "no check saw tampering",
+            tuple(str(f) for f in findings),
+        )
+    )
+    touched = [f for f in change.files if f.old_path or f.status in ("modified", "deleted", "renamed")]
+    restored = [f for f in touched if is_test_path(f.old_path or f.path)]
+    if restored:
+        steps.append(await runner.restored(base, head, verify, restored))
+    if heldout is not None:
+        steps.append(await runner.heldout(head, heldout))
+    reasons = tuple(f"{s.name}: {s.summary}" for s in steps if not s.passed)
+    return GateResult("not_done" if reasons else "done", tuple(steps), reasons=reasons)
+
+
+class _Runner:
+    def __init__(
+        self,
+        repo: Path,
+        scratch: Path,
+        git: Git,
+        env: Mapping[str, str],
+        timeout_s: float,
+        limits: Limits | None,
+    ) -> None:
+        self.repo, self.scratch, self.git, self.env = repo, scratch, git, env
+        self.timeout_s, self.limits = timeout_s, limits
+        self.exports = 0
+
+    async def verify(self, head: str, command: str) -> Step:
+        tree = await self.export(head)
+        return await self.run("verify", command, tree)
+
+    async def restored(self, base: str, head: str, command: str, files: list[FileChange]) -> Step:
+        """The verify run again with the tests the change edited or removed put back as at `base`."""
+        tree = await self.export(head)
+        for changed in files:
+            old = changed.old_path or changed.path
+            if changed.old_text is None:
+                continue  # binary: cannot be put back as text
+            if changed.status == "renamed":
+                (tree / changed.path).unlink(missing_ok=True)
+            (tree / old).parent.mkdir(parents=True, exist_ok=True)
+            (tree / old).write_text(changed.old_text)
+        step = await self.run("tests_restored", command, tree)
+        names = ", ".join(f.old_path or f.path for f in files)
+        return Step(step.name, step.passed, f"{step.summary} with the original {names}", output=step.output)
+
+    async def heldout(self, head: str, folder: Path) -> Step:
+        tests = sorted(p for p in Path(folder).rglob("*.py") if p.is_file())
+        if not tests:
+            return Step("heldout", False, f"no held-out tests in {folder}")
+        tree = await self.export(head)
+        target = tree / ".hilbert-heldout"
+        await asyncio.to_thread(shutil.copytree, folder, target)
+        names = " ".join(shlex.quote(str(p.relative_to(tree))) for p in sorted(target.rglob("test*.py")))
+        return await self.run("heldout", f"python -m pytest -q -p no:cacheprovider {names}", tree)
+
+    async def export(self, commit: str) -> Path:
+        self.exports += 1
+        tree = self.scratch / f"export-{self.exports}"
+        tree.mkdir(parents=True)
+        archive = self.scratch / f"export-{self.exports}.tar"
+        await self.git.run("archive", "--format=tar", f"--output={archive}", commit, cwd=self.repo)
+        try:
+            await asyncio.to_thread(_extract, archive, tree)
+        finally:
+            archive.unlink(missing_ok=True)
+        return tree
+
+    async def run(self, name: str, command: str, tree: Path) -> Step:
+        output = Output(3000, lambda: None)
+        done = await run_command(
+            command, cwd=tree, env=self.env, timeout_s=self.timeout_s, output=output, limits=self.limits
+        )
+        text = done.output.render(tree)
+        how = "timed out" if done.exit_code is None else f"exit {done.exit_code}"
+        return Step(name, done.exit_code == 0, f"`{command}` → {how}", output=text)
+
+
+def _extract(archive: Path, dest: Path) -> None:
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+
+
+def describe(result: GateResult) -> list[str]:
+    """The gate's result as lines for a person: the verdict, each step, its findings."""
+    lines = [f"verdict: {result.verdict}"]
+    for step in result.steps:
+        lines.append(f"  {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}")
+        lines += [f"    {finding}" for finding in step.findings]
+    lines.append(f"  model: {result.model_step}")
+    return lines
+
+
+__all__ = ["GateResult", "Step", "describe", "run_gate"]
