@@ -11,6 +11,7 @@ tricks across all changed files. Nothing here runs a process or touches the disk
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shlex
 from collections import Counter
@@ -87,6 +88,19 @@ def _new_occurrences(fc: FileChange, old: Counter[str], new: list[tuple[str, int
     return sorted(extra, key=lambda item: item[1])
 
 
+def _added_tokens(
+    fc: FileChange, tokens: Callable[[ast.Module], list[tuple[str, int]]]
+) -> list[tuple[str, int]]:
+    """The (key, line) tokens a Python file has at the head beyond what it had before (none if the
+    head does not parse)."""
+    new = parse(fc.new_text)
+    if new is None:
+        return []
+    old = parse(fc.old_text)
+    before = Counter(key for key, _ in tokens(old)) if old is not None else Counter[str]()
+    return _new_occurrences(fc, before, tokens(new))
+
+
 def _selection_tokens(module: ast.Module) -> list[tuple[str, int]]:
     roots = import_roots(module)
     found: list[tuple[str, int]] = []
@@ -113,12 +127,7 @@ def skip_markers_added(change: Change, verify: str, allow: Allowances) -> list[F
     findings: list[Finding] = []
     for fc in _texts(change):
         if fc.is_python:
-            new = parse(fc.new_text)
-            if new is None:
-                continue
-            old = parse(fc.old_text)
-            before = Counter(key for key, _ in _selection_tokens(old)) if old is not None else Counter[str]()
-            for key, line in _new_occurrences(fc, before, _selection_tokens(new)):
+            for key, line in _added_tokens(fc, _selection_tokens):
                 message = f"{fc.path} newly uses {key}, which skips or deselects tests"
                 findings.append(Finding("skip_markers_added", fc.path, line, message))
         else:
@@ -263,13 +272,8 @@ def exit_tricks(change: Change, verify: str, allow: Allowances) -> list[Finding]
     findings: list[Finding] = []
     for fc in _texts(change):
         if fc.is_python:
-            new = parse(fc.new_text)
-            if new is None:
-                continue
-            old = parse(fc.old_text)
-            on_tests = is_test_path(fc.path)
-            before = Counter(k for k, _ in _exit_tokens(old, on_tests)) if old is not None else Counter[str]()
-            for key, line in _new_occurrences(fc, before, _exit_tokens(new, on_tests)):
+            tokens = functools.partial(_exit_tokens, on_test_path=is_test_path(fc.path))
+            for key, line in _added_tokens(fc, tokens):
                 findings.append(Finding("exit_tricks", fc.path, line, f"{fc.path} newly calls {key}"))
         else:
             for line, text in added_lines(fc.old_text, fc.new_text):
