@@ -9,6 +9,11 @@ file named by `HILBERT_CONFIG`) > defaults. Model keys come from the usual varia
     model = "anthropic:claude-sonnet-4-5"
     max_turns = 80
     max_cost_usd = 2.5
+    judge_model = "openai:gpt-5"          # the stop gate asks it for a verdict (it can only veto)
+    reviewers = ["openai:gpt-5", "openai:qwen3-coder@http://127.0.0.1:8000/v1"]
+
+    [families]                            # what counts as independent: default = provider prefix
+    "openai:qwen3-coder" = "qwen"
 
     [prices."openai:my-local-model"]     # USD per million tokens
     input = 0.2
@@ -35,6 +40,9 @@ class Settings:
     db: Path | None = None  # default: <home>/hilbert.db
     model: str | None = None
     lead_model: str | None = None  # the lead's model (planning, escalations); default: `model`
+    judge_model: str | None = None  # the stop gate's model verdict; none: decided on the checks alone
+    reviewers: tuple[str, ...] = ()  # the review panel's models (distinct families); none: no panel
+    families: Mapping[str, str] = field(default_factory=dict)  # "provider:name" (or glob) -> family
     max_turns: int = 60
     max_cost_usd: float = 5.0
     shell_timeout_s: int = 120
@@ -67,7 +75,7 @@ class Settings:
                 raise ConfigError(f"{config}: {bad}", hint="fix the TOML syntax") from None
         for f in fields(cls):
             key = f"HILBERT_{f.name.upper()}"
-            if key in env and f.name != "prices":
+            if key in env and f.name not in ("prices", "families"):
                 values[f.name] = env[key]
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
         known = {f.name: f for f in fields(cls)}
@@ -90,6 +98,11 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             return int(value)
         if isinstance(default, float):
             return float(value)
+        if name == "reviewers":
+            items = value.split(",") if isinstance(value, str) else value
+            return tuple(str(item).strip() for item in items if str(item).strip())
+        if name == "families":
+            return {str(k): str(v) for k, v in value.items()}
         if name == "prices":
             return {str(k): {str(p): float(x) for p, x in v.items()} for k, v in value.items()}
     except (TypeError, ValueError, AttributeError):

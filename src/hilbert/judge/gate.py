@@ -9,9 +9,13 @@
    they were at `base`;
 3. `heldout`: the tests in a folder the worker never saw, copied into a fresh export and run there.
 
-The decision is `done` only when every step that ran passed; a failed step is final. The judge model's
-verdict (step 4 of docs/design/judge.md) is not built yet: `GateResult.model_step` says so, and a
-later model can only veto. Nothing here writes outside `scratch`.
+4. `model`: with a `judge` model, its verdict on the task, the evidence and the diff
+   (`hilbert.judge.verdict`); without one the step is skipped, and the result says so.
+
+The decision (`decide`): a failed step 1–3 is final; the model can only veto — turn done into
+not_done, or say impossible — never accept over a failed check, and a model that gives no valid
+verdict cannot accept either. `on_step` sees each step as it finishes (the fleet records it as an
+event). Nothing here writes outside `scratch`.
 """
 
 from __future__ import annotations
@@ -20,17 +24,18 @@ import asyncio
 import shlex
 import shutil
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from hilbert.agent.shell import Limits, Output, run_command
 from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
 from hilbert.judge.integrity import integrity_findings
+from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
+from hilbert.models.types import Model
 from hilbert.workspaces.git import Git
 
-MODEL_STEP_NOT_BUILT = "the judge model's verdict is not built yet (issue 4); decided on the checks alone"
+NO_MODEL = "skipped: no judge model was named, so the verdict rests on the checks alone"
 
 
 @dataclass(frozen=True)
@@ -46,10 +51,50 @@ class Step:
 
 @dataclass(frozen=True)
 class GateResult:
-    verdict: Literal["done", "not_done"]
+    """The verdict, every step with its evidence, the model's opinion (None: skipped) and the reasons
+    a worker is told when the verdict is not done."""
+
+    verdict: VerdictName
     steps: tuple[Step, ...]
-    model_step: str = MODEL_STEP_NOT_BUILT
+    opinion: JudgeOpinion | None = None
     reasons: tuple[str, ...] = field(default=())
+
+    @property
+    def model_step(self) -> str:
+        return self.opinion.summary() if self.opinion else NO_MODEL
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "steps": [
+                {"name": s.name, "passed": s.passed, "summary": s.summary, "findings": list(s.findings)}
+                for s in self.steps
+            ],
+            "model": None
+            if self.opinion is None
+            else {
+                "model": self.opinion.model,
+                "verdict": self.opinion.verdict,
+                "reasons": list(self.opinion.reasons),
+                "error": self.opinion.error,
+            },
+            "model_step": self.model_step,
+        }
+
+
+def decide(steps: tuple[Step, ...], opinion: JudgeOpinion | None) -> GateResult:
+    """Failed checks are final; the model may veto (not done, impossible) but never accept over them."""
+    reasons = [f"{s.name}: {s.summary}" for s in steps if not s.passed and s.name != "model"]
+    verdict: VerdictName = "not_done" if reasons else "done"
+    if opinion is not None:
+        if opinion.verdict is None:
+            verdict = "not_done"
+            reasons.append(f"judge model: no valid verdict ({opinion.error})")
+        elif opinion.verdict != "done":
+            verdict = opinion.verdict
+            reasons += [f"judge model: {reason}" for reason in opinion.reasons]
+    return GateResult(verdict, steps, opinion, tuple(reasons))
 
 
 async def run_gate(
@@ -65,13 +110,25 @@ async def run_gate(
     allow: Allowances | None = None,
     timeout_s: float = 600.0,
     limits: Limits | None = None,
+    judge: Model | None = None,
+    task: str = "",
+    claim: str = "",
+    on_step: Callable[[Step], None] = lambda step: None,
 ) -> GateResult:
-    """The gate's evidence steps for `head` against `base` in the git repository `repo`."""
+    """The gate for `head` against `base` in the git repository `repo`: the evidence steps, then the
+    judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Model errors
+    propagate: an outage is not a verdict."""
     runner = _Runner(Path(repo), Path(scratch), git, env, timeout_s, limits)
-    steps = [await runner.verify(head, verify)]
+    steps: list[Step] = []
+
+    def done(step: Step) -> None:
+        steps.append(step)
+        on_step(step)
+
+    done(await runner.verify(head, verify))
     change = await change_between(Path(repo), base, head, git)
     findings = integrity_findings(change, verify=verify, allow=allow or Allowances())
-    steps.append(
+    done(
         Step(
             "integrity",
             not findings,
@@ -82,11 +139,15 @@ async def run_gate(
     touched = [f for f in change.files if f.old_path or f.status in ("modified", "deleted", "renamed")]
     restored = [f for f in touched if is_test_path(f.old_path or f.path)]
     if restored:
-        steps.append(await runner.restored(base, head, verify, restored))
+        done(await runner.restored(base, head, verify, restored))
     if heldout is not None:
-        steps.append(await runner.heldout(head, heldout))
-    reasons = tuple(f"{s.name}: {s.summary}" for s in steps if not s.passed)
-    return GateResult("not_done" if reasons else "done", tuple(steps), reasons=reasons)
+        done(await runner.heldout(head, heldout))
+    opinion = None
+    if judge is not None:
+        opinion = await ask_judge(judge, JudgeBrief(task or f"Make `{verify}` pass.", claim, steps, change))
+        passed = opinion.verdict == "done"
+        done(Step("model", passed, opinion.summary()))
+    return decide(tuple(steps), opinion)
 
 
 class _Runner:
@@ -165,8 +226,9 @@ def describe(result: GateResult) -> list[str]:
     for step in result.steps:
         lines.append(f"  {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}")
         lines += [f"    {finding}" for finding in step.findings]
-    lines.append(f"  model: {result.model_step}")
+    if result.opinion is None:
+        lines.append(f"  SKIP model: {NO_MODEL}")
     return lines
 
 
-__all__ = ["GateResult", "Step", "describe", "run_gate"]
+__all__ = ["GateResult", "Step", "decide", "describe", "run_gate"]

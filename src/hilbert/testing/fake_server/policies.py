@@ -5,6 +5,8 @@
     scripted:file=PATH   replies from a script (YAML or JSON list of turns, see `ScriptedPolicy`)
     echo                 answers with the text of the last user or tool message, never calls tools
     engineer             hilbert.testing.engineer.EngineerPolicy (imported only when asked for)
+    lead                 hilbert.testing.lead.LeadPolicy (plans and answers escalations)
+    judge                hilbert.testing.judge.JudgePolicy (the stop gate's verdict, as JSON)
 
 Policies decide from the conversation alone (see policy.py), so they hold no state between calls.
 """
@@ -24,7 +26,7 @@ from hilbert.errors import UserError
 from hilbert.models.types import ToolCall
 from hilbert.testing.fake_server.policy import Conversation, Policy, Reply
 
-KNOWN_POLICIES = ("scripted", "echo", "engineer", "lead")
+KNOWN_POLICIES = ("scripted", "echo", "engineer", "lead", "judge")
 _SPEC_HINT = (
     f"use NAME or NAME:key=value,..., e.g. scripted:file=turns.yaml (known: {', '.join(KNOWN_POLICIES)})"
 )
@@ -67,6 +69,10 @@ def make_policy(spec: str, *, seed: int = 0) -> Policy:
         from hilbert.testing.lead import LeadPolicy
 
         return LeadPolicy.from_options(options, seed)
+    if name == "judge":
+        from hilbert.testing.judge import JudgePolicy
+
+        return JudgePolicy.from_options(options, seed)
     raise UserError(f"unknown policy {name!r}", hint="known policies: " + ", ".join(KNOWN_POLICIES))
 
 
