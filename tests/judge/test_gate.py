@@ -77,7 +77,7 @@ def test_editing_the_test_passes_verify_but_not_integrity_nor_the_original_tests
     assert steps["verify"].passed  # the cheat works on its own terms
     assert not steps["integrity"].passed and any("tests_changed" in f for f in steps["integrity"].findings)
     assert not steps["tests_restored"].passed and "tests/test_ops.py" in steps["tests_restored"].summary
-    assert [r.split(":")[0] for r in result.reasons] == ["integrity", "tests_restored"]
+    assert list(dict.fromkeys(r.split(":")[0] for r in result.reasons)) == ["integrity", "tests_restored"]
 
 
 def test_a_hard_coded_answer_fails_the_held_out_tests(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_a_judge_that_obeys_the_diff_still_cannot_accept_over_a_failed_check(tmp
         result = gate(tmp_path, cheat, judge=judge)
     assert result.opinion is not None and result.opinion.verdict == "done"  # the model was fooled
     assert result.verdict == "not_done"  # the failed integrity check is final
-    assert [r.split(":")[0] for r in result.reasons] == ["integrity", "tests_restored"]
+    assert list(dict.fromkeys(r.split(":")[0] for r in result.reasons)) == ["integrity", "tests_restored"]
 
 
 def test_the_judge_model_can_veto_a_change_whose_checks_pass(tmp_path: Path) -> None:

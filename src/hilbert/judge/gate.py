@@ -85,7 +85,12 @@ class GateResult:
 
 def decide(steps: tuple[Step, ...], opinion: JudgeOpinion | None) -> GateResult:
     """Failed checks are final; the model may veto (not done, impossible) but never accept over them."""
-    reasons = [f"{s.name}: {s.summary}" for s in steps if not s.passed and s.name != "model"]
+    reasons = [
+        f"{s.name}: {why}"
+        for s in steps
+        if not s.passed and s.name != "model"
+        for why in (s.findings or (s.summary,))
+    ]
     verdict: VerdictName = "not_done" if reasons else "done"
     if opinion is not None:
         if opinion.verdict is None:

@@ -1,7 +1,8 @@
 """The `hilbert` command line: the only place that prints errors for a person.
 
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`,
-`log`. Each builds `Settings` once and passes it down; `asyncio.run` happens here and nowhere else.
+`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`) and the judge's (`judge`,
+`hook stop`, from `hilbert.ui.judge_commands`). Each builds `Settings` once and passes it down; `asyncio.run` happens here and nowhere else.
 A `HilbertError` becomes one line `hilbert: error: ...` with its hint and exit status 2; never a
 traceback.
 """
@@ -415,6 +416,16 @@ def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: boo
                 f"no run {run_id!r} in {settings.db_path}", hint=f"known runs: {', '.join(runs[-5:])}"
             )
         print_log(store, run=run_id or (runs[-1] if runs else None), agent=agent_name, follow=follow)
+
+
+def _add_judge_commands() -> None:
+    from hilbert.ui.judge_commands import hook, judge
+
+    cli.add_command(judge)
+    cli.add_command(hook)
+
+
+_add_judge_commands()
 
 
 def main() -> None:

@@ -42,6 +42,11 @@ def model_from(settings: Settings, *, lead: bool = False) -> Model:
     name = (settings.lead_model if lead else None) or settings.model
     if not name:
         raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
+    return model_named(settings, name)
+
+
+def model_named(settings: Settings, name: str) -> Model:
+    """The model `name`, with the settings' prices, timeout and retries."""
     prices = PriceTable.default().with_overrides(settings.prices)
     return make_model(
         name,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,10 @@ class Git:
         cwd: Path | None = None,
         check: bool = True,
         stdin: bytes | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> GitResult:
-        """Run `git <harness flags> *args`; raise RunError on a non-zero exit unless `check=False`."""
+        """Run `git <harness flags> *args`; raise RunError on a non-zero exit unless `check=False`.
+        `extra_env` adds variables (e.g. `GIT_INDEX_FILE` for a private index)."""
         argv = ["git"]
         for item in HARNESS_CONFIG:
             argv += ["-c", item]
@@ -86,7 +89,7 @@ class Git:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     cwd=cwd,
-                    env=self.environment(),
+                    env={**self.environment(), **(extra_env or {})},
                     stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,

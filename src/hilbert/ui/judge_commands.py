@@ -1,0 +1,183 @@
+"""`hilbert judge` (the stop gate on any two commits) and `hilbert hook stop` (the gate as a Claude
+Code / Codex Stop hook). The click commands live here and are added to the `hilbert` group by
+`hilbert.ui.cli`, which turns every `HilbertError` into one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hilbert.errors import UserError
+from hilbert.settings import Settings
+
+EXIT = {"done": 0, "not_done": 1, "impossible": 1}
+
+
+@click.command()
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The git repository holding both commits (read only).",
+)
+@click.option("--base", required=True, help="The commit the work started from (the task's base).")
+@click.option("--head", default="HEAD", show_default=True, help="The commit to judge.")
+@click.option("--verify", required=True, help="The task's verify command, run on a clean export of HEAD.")
+@click.option(
+    "--heldout",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A folder of tests the worker never saw, run on the head commit.",
+)
+@click.option(
+    "--allow-test-edits", "allow", multiple=True, help="A test path (or glob) the task allows editing."
+)
+@click.option("--task", "task_text", default="", help="The task as the judge model is told it.")
+@click.option(
+    "--model",
+    "-m",
+    "judge_model",
+    help="The judge model (default: judge_model in the settings; none: skipped).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict and every step as JSON.")
+def judge(
+    repo: Path,
+    base: str,
+    head: str,
+    verify: str,
+    heldout: Path | None,
+    allow: tuple[str, ...],
+    task_text: str,
+    judge_model: str | None,
+    as_json: bool,
+) -> None:
+    """Run the stop gate on two commits: verify, integrity, held-out tests, the judge model.
+    Exit 0 done, 1 not done, 2 error."""
+    settings = Settings.load({"judge_model": judge_model})
+    verdict = asyncio.run(_judge(settings, repo, base, head, verify, heldout, allow, task_text, as_json))
+    sys.exit(EXIT[verdict])
+
+
+async def _judge(
+    settings: Settings,
+    repo: Path,
+    base: str,
+    head: str,
+    verify: str,
+    heldout: Path | None,
+    allow: tuple[str, ...],
+    task_text: str,
+    as_json: bool,
+) -> str:
+    from hilbert.agent.tools import command_env
+    from hilbert.judge.change import Allowances
+    from hilbert.judge.gate import Step, describe, run_gate
+    from hilbert.ui.fleet_commands import model_named
+    from hilbert.workspaces.git import Git
+
+    if heldout is not None and not heldout.is_dir():
+        raise UserError(f"--heldout {heldout} is not a folder", hint="name the folder of held-out tests")
+    judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
+    with tempfile.TemporaryDirectory(prefix="hilbert-judge-") as scratch:
+        git = Git(home=Path(scratch) / "home")
+        (Path(scratch) / "home").mkdir()
+        top, base_sha, head_sha = await _commits(git, repo, base, head)
+
+        def progress(step: Step) -> None:
+            if not as_json:
+                click.echo(f"  {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}", err=True)
+
+        result = await run_gate(
+            top,
+            base_sha,
+            head_sha,
+            verify=verify,
+            scratch=Path(scratch) / "gate",
+            git=git,
+            env=command_env(),
+            heldout=heldout,
+            allow=Allowances(allow),
+            judge=judge_model,
+            task=task_text,
+            on_step=progress,
+        )
+    if as_json:
+        click.echo(json.dumps({"base": base_sha, "head": head_sha, **result.to_json()}, indent=2))
+    else:
+        click.echo("\n".join(describe(result)))
+    return result.verdict
+
+
+async def _commits(git: Any, repo: Path, base: str, head: str) -> tuple[Path, str, str]:
+    if not repo.is_dir():
+        raise UserError(f"--repo {repo} is not a folder", hint="name the git repository holding both commits")
+    found = await git.run("rev-parse", "--show-toplevel", cwd=repo, check=False)
+    if found.returncode != 0:
+        raise UserError(f"{repo} is not a git repository", hint="pass --repo with the repository's path")
+    top = Path(found.stdout.strip())
+    shas = []
+    for option, rev in (("--base", base), ("--head", head)):
+        sha = await git.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=top, check=False)
+        if sha.returncode != 0:
+            raise UserError(f"{option} {rev!r} is not a commit in {top}", hint="name a commit, branch or tag")
+        shas.append(sha.stdout.strip())
+    return top, shas[0], shas[1]
+
+
+@click.group()
+def hook() -> None:
+    """Hooks for external agents (Claude Code, Codex)."""
+
+
+@hook.command("stop")
+@click.option(
+    "--gate",
+    "gate_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The gate file: verify, base, task, heldout, allow_test_edits, max_rounds, judge_model.",
+)
+def hook_stop(gate_file: Path) -> None:
+    """The Stop hook: read the hook's JSON on stdin, run the stop gate on the session's work tree,
+    print {"decision": "block", "reason": ...} while it is not done (up to max_rounds), else nothing."""
+    from hilbert.judge.hook import read_gate_spec, read_hook_input
+
+    spec = read_gate_spec(gate_file)
+    payload = read_hook_input(sys.stdin.read())
+    settings = Settings.load({"judge_model": spec.judge_model})
+    answer = asyncio.run(_hook_stop(settings, spec, payload, gate_file))
+    if answer is not None:
+        click.echo(json.dumps(answer))
+
+
+async def _hook_stop(settings: Settings, spec: Any, payload: Any, gate_file: Path) -> dict[str, Any] | None:
+    from hilbert.agent.tools import command_env
+    from hilbert.judge.hook import stop_hook
+    from hilbert.ui.fleet_commands import model_named
+    from hilbert.workspaces.git import Git
+
+    judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
+    with tempfile.TemporaryDirectory(prefix="hilbert-hook-") as scratch:
+        (Path(scratch) / "home").mkdir()
+        answer = await stop_hook(
+            payload,
+            spec,
+            rounds_file=gate_file.with_name(gate_file.name + ".rounds.json"),
+            scratch=Path(scratch),
+            git=Git(home=Path(scratch) / "home"),
+            env=command_env(os.environ),
+            judge=judge_model,
+        )
+    click.echo(f"hilbert hook stop: {answer.note}", err=True)
+    return answer.output
+
+
+__all__ = ["hook", "judge"]
