@@ -2,9 +2,9 @@
 
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`,
 `log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`) and the judge's (`judge`,
-`hook stop`, from `hilbert.ui.judge_commands`). Each builds `Settings` once and passes it down; `asyncio.run` happens here and nowhere else.
-A `HilbertError` becomes one line `hilbert: error: ...` with its hint and exit status 2; never a
-traceback.
+`hook stop`, from `hilbert.ui.judge_commands`). Each builds `Settings` once and passes it down;
+`asyncio.run` happens in the commands, nowhere deeper. A `HilbertError` becomes one line
+`hilbert: error: ...` with its hint and exit status 2; never a traceback.
 """
 
 from __future__ import annotations
