@@ -82,10 +82,18 @@ def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_gr
     assert "24 injected bugs" in out and "PLAN.md: 24 tasks" in out
     assert "tasks done: 24 of 24; merged onto hilbert/integration: 24" in out
     assert "whole suite: PASS" in out
-    # seed 3 draws workers that stop early and claim done: the harness's verify run sends them back
-    sent_back = re.search(r"sent back by the harness's verify run: (\d+) \((\d+) after a worker claimed", out)
-    assert sent_back and int(sent_back.group(2)) >= 1, out[-3000:]
-    assert "round 1: FAILED" in out and "T1 started by" in out  # progress, as it happened
+    # seed 3 draws workers that stop early and claim done, and workers that cheat (skip the failing test):
+    # the stop gate sends both back with its reasons, and they then finish the work for real
+    sent_back = re.search(
+        r"sent back by the stop gate: (\d+) \((\d+) after a worker claimed it was done; (\d+) for tampering",
+        out,
+    )
+    assert sent_back and int(sent_back.group(2)) >= 1 and int(sent_back.group(3)) >= 1, out[-3000:]
+    assert (
+        "round 1: SENT BACK — verify:" in out
+        and "round 1: SENT BACK — integrity: [skip_markers_added]" in out
+    )
+    assert "T1 started by" in out  # progress, as it happened
     status = hilbert("status", "--db", "run/hilbert.db", cwd=tmp_path)
     assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= 24, status.stderr
 

@@ -65,7 +65,7 @@ def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cann
                 lead_model=make_model(f"openai:fake-lead@{lead_server.openai_base_url}", env={}),
                 store=store,
                 env=ENV,
-                config=FleetConfig(workers=2, max_attempts=1, verify_rounds=1),
+                config=FleetConfig(workers=2, max_attempts=1, gate_rounds=1),
             )
         )
         statuses = {task: state.status for task, state in result.states.items()}
@@ -286,7 +286,7 @@ def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at
                 lead_model=make_model(f"anthropic:lead@{lead.base_url}", env={}),
                 store=store,
                 env=ENV,
-                config=FleetConfig(workers=1, max_attempts=2, verify_rounds=1, test_command="true"),
+                config=FleetConfig(workers=1, max_attempts=2, gate_rounds=1, test_command="true"),
             )
         )
         events = store.events(run="r")

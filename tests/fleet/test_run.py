@@ -110,20 +110,21 @@ def test_the_fleets_events_read_as_one_line_each(tmp_path: Path) -> None:
         store.append(
             "r",
             "harness",
-            "verify_run",
+            "gate_step",
             {
                 "task": "T1",
                 "worker": "gauss",
                 "round": 2,
+                "step": "verify",
                 "passed": False,
-                "command": "pytest -q",
+                "summary": "`pytest -q` → exit 1",
                 "output": output,
             },
         )
         store.append("r", "harness", "merged", {"task": "T1", "commit": "0123456789abcdef"})
         store.append("r", "harness", "fleet_finished", {"states": {"T1": "done", "T2": "escalated"}})
         failed, merged, finished = (format_event(e, store) for e in store.events(run="r"))
-    assert "verify T1 by gauss, round 2: FAILED (`pytest -q`)" in failed
+    assert "gate T1 by gauss, round 2: verify FAILED — `pytest -q` → exit 1" in failed
     assert failed.splitlines()[-1].strip() == "FAILED tests/test_a.py::test_x - assert 1 == 2"
     assert "(8 earlier lines)" in failed
     assert merged.endswith("merged T1 at 0123456789")

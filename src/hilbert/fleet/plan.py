@@ -14,6 +14,8 @@ PLAN.md is markdown for people with one machine-readable fenced block per task:
     depends_on: [T1]
     claims: [src/dates.py]
     budget: {turns: 40, usd: 1.0}
+    allow_test_edits: [tests/test_dates.py::test_leap]   # tests the task says are wrong (optional)
+    heldout: heldout/T3                                   # tests the worker never sees (optional)
     ```
 
 Every `## ` heading (outside a code fence) starts a task and must read `## ID — Title` (sub-headings in a
@@ -58,6 +60,8 @@ _BLOCK_KEYS = (
     "claims",
     "budget",
     "allow_shared_claims",
+    "allow_test_edits",
+    "heldout",
     "description",
 )
 _HINTS = {
@@ -68,6 +72,8 @@ _HINTS = {
     "claims": "claims are paths relative to the repository root, e.g. claims: [src/dates.py, docs/]",
     "budget": "write a budget as budget: {turns: 40, usd: 1.0}",
     "allow_shared_claims": "allow_shared_claims is true or false",
+    "allow_test_edits": "allow_test_edits lists test paths (or globs) the task lets a worker edit",
+    "heldout": "heldout is a folder of tests kept outside the repository (relative to PLAN.md's folder)",
     "description": "a description is markdown text",
 }
 
@@ -123,6 +129,8 @@ class Task(BaseModel):
     claims: tuple[Annotated[str, AfterValidator(_relative_path)], ...] = ()
     budget: Budget | None = None
     allow_shared_claims: bool = Field(default=False, strict=True)
+    allow_test_edits: tuple[str, ...] = ()  # test paths/globs the task lets a worker edit (the gate)
+    heldout: str | None = None  # a folder of tests the worker never sees, relative to PLAN.md's folder
 
     @field_validator("title")
     @classmethod
@@ -414,6 +422,10 @@ def write_plan(plan: Plan) -> str:
             block["budget"] = _Flow(task.budget.model_dump(exclude_none=True))
         if task.allow_shared_claims:
             block["allow_shared_claims"] = True
+        if task.allow_test_edits:
+            block["allow_test_edits"] = list(task.allow_test_edits)
+        if task.heldout is not None:
+            block["heldout"] = task.heldout
         as_text = reads_back_as_text(task.description)
         if not as_text:
             block["description"] = task.description

@@ -1,11 +1,13 @@
-"""Running a plan: named workers in isolated workspaces, the harness's verify, the merge queue.
+"""Running a plan: named workers in isolated workspaces, the stop gate, the merge queue.
 
 `run_fleet` is the local runtime's loop (a Ray runtime can replace it later): it asks the pure
 `scheduler` what may start, provisions each worker a workspace at the integration tip, runs hilbert's
-agent loop with `HarnessVerify` on stop, sends verified commits through the `MergeQueue`, and retries or
-escalates failures. Escalated tasks go to the lead (given a `lead_model`): a session of the agent loop
-whose tools (`escalation`) reassign, split, add, mark impossible or message workers — the run applies
-what it decides (`steer`) and records it. Every decision is an event of the harness (agent
+agent loop with `Reminders` and the `StopGate` on stop (verify on a clean export, integrity checks,
+held-out tests, the judge model when the run has one), sends gated commits through the `MergeQueue`,
+and retries or escalates failures; a task the judge calls impossible goes to the lead at once.
+Escalated tasks go to the lead (given a `lead_model`): a session of the agent loop whose tools
+(`escalation`) reassign, split, add, mark impossible or message workers — the run applies what it
+decides (`steer`) and records it. Every decision is an event of the harness (agent
 "harness") in the run's log, so `status` and resume can be derived from the log.
 
 The person's repository is never written: the run works in a bare clone of it under `root`, whose
@@ -26,6 +28,7 @@ from typing import Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import COST_CAP, AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
+from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.errors import UserError
@@ -35,7 +38,7 @@ from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate, lookup
 from hilbert.fleet.plan import Budget, Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
-from hilbert.fleet.verify import HarnessVerify
+from hilbert.fleet.stop_gate import IMPOSSIBLE, StopGate
 from hilbert.models.types import Model
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
@@ -53,7 +56,7 @@ Do not edit or skip tests. Finish with the command's output as evidence.
 class FleetConfig:
     workers: int = 4  # agents thinking at once
     max_attempts: int = 2  # per task, before it goes to the lead
-    verify_rounds: int = 3  # finish → verify → back, per attempt
+    gate_rounds: int = 3  # finish → stop gate → back with reasons, per attempt
     max_turns: int = 60  # per attempt
     merge_batch: int = 8
     test_command: str = "python -m pytest -q"
@@ -92,12 +95,39 @@ async def run_fleet(
     config: FleetConfig = FleetConfig(),
     env: Mapping[str, str] | None = None,
     lead_model: Model | None = None,
+    judge_model: Model | None = None,
+    heldout_root: Path | None = None,
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
-    escalated tasks stay escalated; with it, the lead answers them with tools."""
+    escalated tasks stay escalated; with it, the lead answers them with tools. `judge_model` gives the
+    stop gate its model verdict; a task's `heldout` folder is read relative to `heldout_root` (the
+    plan's folder)."""
     _allow_open_files(16 * config.workers + 256)
+    heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
     fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
+    fleet.judge_model, fleet.heldout = judge_model, heldout
     return await fleet.go(Path(repo).absolute())
+
+
+def _heldout_folders(plan: Plan, repo: Path, root: Path) -> dict[str, Path]:
+    """Each task's held-out folder, checked before anything runs: it exists, and it is outside the
+    repository (tests inside it are not held out: every worker's checkout has them)."""
+    folders = {}
+    for task in plan.tasks:
+        if task.heldout is None:
+            continue
+        folder = (root / task.heldout).resolve()
+        if not folder.is_dir():
+            raise UserError(
+                f"{task.id}: heldout folder {folder} does not exist", hint="fix `heldout:` in the plan"
+            )
+        if folder.is_relative_to(repo.resolve()):
+            raise UserError(
+                f"{task.id}: heldout folder {folder} is inside the repository, so every worker sees it",
+                hint="keep held-out tests outside the repository",
+            )
+        folders[task.id] = folder
+    return folders
 
 
 def _allow_open_files(needed: int) -> None:
@@ -146,6 +176,8 @@ class _Fleet:
         self.cost = CostPool(config.max_cost_usd)
         self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
         self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
+        self.judge_model: Model | None = None
+        self.heldout: dict[str, Path] = {}
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
         self.store.append(self.run, HARNESS, kind, data)
@@ -258,14 +290,17 @@ class _Fleet:
             "task_started",
             {"task": task.id, "worker": name.display, "base": tip, "workspace": str(checkout.work_tree)},
         )
-        verify = HarnessVerify(
+        gate = StopGate(
             task,
             self.workspaces,
             checkout,
             self.record,
-            scratch=self.root / "verify",
+            git=self.git,
+            scratch=self.root / "gate",
             env=command_env(self.env),
-            max_rounds=self.config.verify_rounds,
+            judge=self.judge_model,
+            heldout=self.heldout.get(task.id),
+            max_rounds=self.config.gate_rounds,
             limits=self.limits,
             command_slots=self.command_slots,
         )
@@ -300,11 +335,12 @@ class _Fleet:
                     *([CostLimit(budget.usd)] if budget.usd else []),
                     spend,
                     Inbox(self.store, self.run, name.display),
-                    verify,
+                    Reminders(task.verify, acceptance_items(task.description, task.verify)),
+                    gate,
                 ],
             )
             spend.settle(result.cost_usd)
-            if verify.passed_commit and result.status in ("finished", "no_finish"):
+            if gate.passed_commit and result.status in ("finished", "no_finish"):
                 ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
                 await self.workspaces.fetch_into(checkout, self.integration, ref)
         finally:  # work that reached the integration repo as a candidate is kept there; the rest archived
@@ -338,6 +374,11 @@ class _Fleet:
             self.answered.add(task_id)  # the person's decision (or the budget's), not one for the lead
             self.stopped.add(task_id)
             self.record("task_stopped", {"task": task_id, "why": result.reason})
+            self.set_state(task_id)
+        elif ref is None and result.reason.startswith(IMPOSSIBLE):  # not a retry: the lead decides
+            self.feedback[task_id] = result.reason
+            self.states[task_id] = replace(self.states[task_id], status="escalated")
+            self.record("task_escalated", {"task": task_id, "why": result.reason, "decision": IMPOSSIBLE})
             self.set_state(task_id)
         elif ref is None:
             self.failed(task_id, f"{result.status}: {result.reason}")

@@ -225,14 +225,16 @@ def _verify_files(verify: str) -> set[str]:
 
 
 def verify_or_ci_changed(change: Change, verify: str, allow: Allowances) -> list[Finding]:
-    """A file the verify command names, or CI configuration (.github/, .ci/, Makefile, noxfile.py,
-    tox.ini, .gitlab-ci.yml ...), was changed."""
+    """A file the verify command names was modified, deleted or renamed, or CI configuration (.github/,
+    .ci/, Makefile, noxfile.py, tox.ini, .gitlab-ci.yml ...) was changed. Creating a file the verify
+    names is not a finding: `test -f out.txt` or `pytest tests/test_new.py` may be the task itself
+    (and a named script that did not exist at the base could not have been the check)."""
     named = _verify_files(verify)
     findings: list[Finding] = []
     for fc in change.files:
         for path in sorted({fc.path, fc.old_path or fc.path}):
             pure = PurePosixPath(path)
-            if path in named:
+            if path in named and fc.status != "added":
                 message = f"{path}, which the verify command names, was {fc.status}"
             elif pure.parts[0] in CI_FOLDERS or pure.name in CI_NAMES:
                 message = f"CI or build file {path} was {fc.status}"

@@ -249,21 +249,56 @@ def expected_literals(module: ast.Module) -> set[Literal_]:
     return found
 
 
-def source_literals(module: ast.Module) -> dict[Literal_, int]:
-    """Every literal in code (skipped left out) with the first line it appears on."""
-    skipped = {id(s.value) for s in ast.walk(module) if isinstance(s, ast.Expr) and _is_docstring(s)}
-    skipped |= {
-        id(n.operand) for n in ast.walk(module) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)
-    }
+def answer_literals(module: ast.Module) -> dict[Literal_, int]:
+    """Literals in the positions where code hands back a ready-made answer, with their first line:
+    returned (`return 42`, or inside a returned tuple/list/dict of literals), a value of a dict
+    display (a lookup table), or anywhere in a branch chosen by comparing with a literal
+    (`if x == 3: return 42`, `42 if x == 3 else ...`). A literal in a computation (`x * 5`,
+    `range(5)`, `LIMIT = 5`) is not an answer: restoring a constant is how many honest fixes look."""
     found: dict[Literal_, int] = {}
+
+    def note(node: ast.expr) -> None:
+        for inner in _literal_leaves(node):
+            key = literal(inner)
+            if key is not None:
+                found[key] = min(found.get(key, inner.lineno), inner.lineno)
+
     for node in ast.walk(module):
-        if id(node) in skipped or not hasattr(node, "lineno"):
-            continue
-        key = literal(node)
-        if key is not None:
-            line = node.lineno
-            found[key] = min(found.get(key, line), line)
+        if isinstance(node, ast.Return) and node.value is not None:
+            note(node.value)
+        elif isinstance(node, ast.Dict):
+            for value in node.values:
+                note(value)
+        elif isinstance(node, ast.If | ast.IfExp) and _compares_with_literal(node.test):
+            for branch in (node.body, node.orelse):
+                for part in branch if isinstance(branch, list) else [branch]:
+                    for inner in ast.walk(part):
+                        if isinstance(inner, ast.Return | ast.Assign) and inner.value is not None:
+                            note(inner.value)
+                        elif isinstance(inner, ast.expr) and part is inner:
+                            note(inner)
     return found
+
+
+def _literal_leaves(node: ast.expr) -> list[ast.expr]:
+    """`node` if it is a literal, or the literals of a tuple/list/set/dict display made only of them."""
+    if literal(node) is not None:
+        return [node]
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        leaves = [leaf for element in node.elts for leaf in _literal_leaves(element)]
+        return leaves if len(leaves) == len(node.elts) else []
+    return []
+
+
+def _compares_with_literal(test: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Compare)
+        and any(
+            literal(side) is not None or isinstance(side, ast.Tuple)
+            for side in [node.left, *node.comparators]
+        )
+        for node in ast.walk(test)
+    )
 
 
 def import_roots(module: ast.Module) -> dict[str, str]:

@@ -33,7 +33,10 @@ FLEET_KINDS: Final = (
     "task_escalated",  # task, why, decision
     "task_stopped",  # task, why (the person or the cost cap)
     "task_error",  # task, error (a harness step failed)
-    "verify_run",  # task, worker, commit, round, command, exit_code, passed, claimed, output
+    "gate_step",  # task, worker, commit, round, step (verify|integrity|tests_restored|heldout|model),
+    #              passed, summary, findings, output
+    "gate_verdict",  # task, worker, commit, round, verdict (done|not_done|impossible), reasons,
+    #                 checks_passed (every step but the model's), claimed, model (its summary or null)
     "workspace_closed",  # worker, message (what was kept and why)
     "workspaces_fallback",  # strategy, why
     "merge_batch_started",  # tasks, base

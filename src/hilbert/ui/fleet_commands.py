@@ -281,15 +281,18 @@ def ask_facts(store: EventStore, run: str, agent: str, *, recent: int = 8) -> st
         lines.append(f"Its claim: {s.claim}")
     if s.reason:
         lines.append(f"Why it stopped: {s.reason}")
-    verifies = [
+    verdicts = [
         e
-        for e in store.events(run=run, agent=HARNESS, kinds=["verify_run"])
+        for e in store.events(run=run, agent=HARNESS, kinds=["gate_verdict"])
         if e.data.get("worker") == to_id(agent)
     ]
-    if verifies:
-        last = verifies[-1].data
-        verdict = "passed" if last["passed"] else "failed"
-        lines.append(f"The harness's last check of its work (`{last['command']}`): {verdict}.")
+    if verdicts:
+        last = verdicts[-1].data
+        why = "; ".join(last.get("reasons", ())) or "every check passed"
+        lines.append(
+            f"The stop gate's last verdict on its work (round {last.get('round')}): "
+            f"{last['verdict']} ({why})."
+        )
     events = store.events(run=run, agent=agent)[-recent:]
     lines.append("Latest steps:")
     lines += [format_event(e, store).splitlines()[0] for e in events]

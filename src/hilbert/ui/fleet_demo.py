@@ -3,8 +3,10 @@
 A sample project with ~24 injected bugs (two of them on adjacent lines, so two workers collide in the
 merge queue) becomes a git repository; the fake model server's simulated lead plans it (one task per
 broken function, each with its verify command); the simulated engineers — a few of them told to stop
-early and claim done — work it in isolated workspaces; the harness's own verify run sends false claims
-back; the merge queue lands verified work on `hilbert/integration`; escalations go to the lead. Progress
+early and claim done, a few to cheat (edit the test, skip it, hard-code the answer) — work it in
+isolated workspaces; the stop gate (the verify run on a clean checkout, the integrity checks, and a
+judge model of another family) sends them back with its reasons; the merge queue lands gated work on
+`hilbert/integration`; escalations go to the lead. Progress
 is printed as it happens; the summary counts what was done, merged, sent back and spent, and the demo
 checks the integration branch itself: a fresh clone of it must pass the whole suite.
 
@@ -39,10 +41,12 @@ GOAL = "Make the test suite pass without changing the tests."
 MODULES, BUGS, PAIRED = 10, 22, 1  # 22 bugs + 1 pair of adjacent ones = 24
 WORKERS = 16
 STOP_EARLY = 0.2  # the share of workers that stop early and claim done
+CHEATS = {"cheat_edit_test": 0.15, "cheat_skip": 0.1, "cheat_hardcode": 0.1}  # shares that cheat, by how
+TAMPERING = ("integrity:", "tests_restored:", "heldout:")  # the gate's steps that catch a cheat
 PROGRESS = (
     "fleet_started",
     "task_started",
-    "verify_run",
+    "gate_verdict",
     "merged",
     "merge_conflict",
     "merge_rejected",
@@ -62,8 +66,10 @@ class Tally:
     tasks: int
     done: int
     merged: int
-    sent_back: int  # verify runs that failed: the worker was sent back (or its attempt ended)
-    false_claims: int  # of those, runs after the worker said it was finished
+    sent_back: int  # stop-gate verdicts other than done: the worker was sent back (or its attempt ended)
+    false_claims: int  # of those, verdicts after the worker said it was finished
+    tampering: int  # of those, verdicts with an integrity, restored-tests or held-out finding
+    judge_vetoes: int  # of those, verdicts whose checks all passed: the judge model said no
     conflicts: int
     lead_actions: int
     workers: int
@@ -86,19 +92,22 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
         f"{len(project.bugs)} injected bugs; `{project.test_command}` → exit {before.returncode}: "
         f"{last_line(before.stdout)}"
     )
-    engineer = f"engineer:stop_early={STOP_EARLY}"
+    engineer = f"engineer:stop_early={STOP_EARLY}," + ",".join(f"{k}={v}" for k, v in CHEATS.items())
     click.echo(
-        f"models: the fake server's simulated lead, and its engineer ({engineer}: about one worker in "
-        f"{round(1 / STOP_EARLY)} stops early and claims done), priced like claude-sonnet-4-5\n"
+        f"models: the fake server's simulated lead and judge (anthropic family), and its engineer (openai "
+        f"family; about one worker in {round(1 / STOP_EARLY)} stops early and claims done, one in "
+        f"{round(1 / sum(CHEATS.values()))} cheats), priced like claude-sonnet-4-5\n"
     )
     prices = PriceTable.default().with_overrides(
-        {"fake-lead": SONNET_LIKE_PRICE, "fake-engineer": SONNET_LIKE_PRICE}
+        {name: SONNET_LIKE_PRICE for name in ("fake-lead", "fake-engineer", "fake-judge")}
     )
     with (
         FakeServer("lead", seed=seed) as lead_server,
+        FakeServer("judge", seed=seed) as judge_server,
         FakeServer(engineer, seed=seed, latency="ttft=0.2,tps=400") as worker_server,
     ):
         lead_model = make_model(f"anthropic:fake-lead@{lead_server.base_url}", prices=prices, env={})
+        judge_model = make_model(f"anthropic:fake-judge@{judge_server.base_url}", prices=prices, env={})
         worker_model = make_model(
             f"openai:fake-engineer@{worker_server.openai_base_url}", prices=prices, env={}
         )
@@ -121,6 +130,7 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
                     run=run,
                     model=worker_model,
                     lead_model=lead_model,
+                    judge_model=judge_model,
                     store=store,
                     env=env,
                     config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
@@ -134,8 +144,8 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
 
 
 def count(store: EventStore, run: str, result: FleetResult) -> Tally:
-    verify = [e.data for e in store.events(run=run, agent=HARNESS, kinds=["verify_run"])]
-    failed = [v for v in verify if not v.get("passed")]
+    verdicts = [e.data for e in store.events(run=run, agent=HARNESS, kinds=["gate_verdict"])]
+    failed = [v for v in verdicts if v.get("verdict") != "done"]
     agents = [a for a in store.agents(run) if a != HARNESS]
     return Tally(
         tasks=len(result.states),
@@ -143,6 +153,8 @@ def count(store: EventStore, run: str, result: FleetResult) -> Tally:
         merged=len(store.events(run=run, agent=HARNESS, kinds=["merged"])),
         sent_back=len(failed),
         false_claims=sum(bool(v.get("claimed")) for v in failed),
+        tampering=sum(any(r.startswith(TAMPERING) for r in v.get("reasons", ())) for v in failed),
+        judge_vetoes=sum(bool(v.get("checks_passed")) for v in failed),
         conflicts=len(store.events(run=run, agent=HARNESS, kinds=["merge_conflict"])),
         lead_actions=len(store.events(run=run, agent=HARNESS, kinds=["lead_action"])),
         workers=sum(a != "lead" for a in agents),
@@ -176,8 +188,9 @@ def _summary(
     click.secho("\nSummary", bold=True)
     click.echo(f"  tasks done: {tally.done} of {tally.tasks}; merged onto {INTEGRATION}: {tally.merged}")
     click.echo(
-        f"  sent back by the harness's verify run: {tally.sent_back} "
-        f"({tally.false_claims} after a worker claimed it was done)"
+        f"  sent back by the stop gate: {tally.sent_back} ({tally.false_claims} after a worker claimed it "
+        f"was done; {tally.tampering} for tampering with the tests; {tally.judge_vetoes} with the judge "
+        "model's veto)"
     )
     click.echo(f"  merge conflicts sent back: {tally.conflicts}; the lead's actions: {tally.lead_actions}")
     click.echo(

@@ -181,7 +181,8 @@ _FLEET_LINES = {
     "task_attempted": "{task}: attempt ended {status}{candidate_note}",
     "task_retried": "{task} retried: {why_line}",
     "task_escalated": "{task} escalated: {why_line}",
-    "verify_run": "verify {task} by {worker}, round {round}: {verdict} (`{short_command}`)",
+    "gate_step": "gate {task} by {worker}, round {round}: {step} {verdict} — {summary_line}",
+    "gate_verdict": "gate {task} by {worker}, round {round}: {gate_word}{reasons_line}",
     "workspace_closed": "{message}",
     "merge_batch_started": "merge batch {task_list} on {base:.10}",
     "merge_checks_passed": "merge checks passed for {task_list}",
@@ -215,6 +216,11 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         task_list=", ".join(data.get("tasks", ())) or data.get("task", ""),
         by=f" ({data['worker']})" if data.get("worker") else "",
         verdict="passed" if data.get("passed") else "FAILED",
+        summary_line=_cut(_first_line(str(data.get("summary", ""))), 80),
+        gate_word={"done": "DONE", "not_done": "SENT BACK", "impossible": "IMPOSSIBLE"}.get(
+            str(data.get("verdict")), "?"
+        ),
+        reasons_line=f" — {_cut(_first_line(str(data['reasons'][0])), 100)}" if data.get("reasons") else "",
         candidate_note=" → merge queue" if data.get("candidate") else "",
         why_line=_first_line(str(data.get("why", ""))),
         n_failing=len(data.get("still_failing", ())),
@@ -230,9 +236,10 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         else "",
     )
     failed = event.kind in ("merge_checks_failed", "merge_rejected", "merge_conflict") or (
-        event.kind == "verify_run" and not data.get("passed")
+        event.kind == "gate_step" and not data.get("passed")
     )
-    lines = [ln for ln in str(data.get("output") or data.get("hunks") or "").splitlines() if ln.strip()]
+    text = data.get("output") or data.get("hunks") or "\n".join(data.get("findings", ()))
+    lines = [ln for ln in str(text or "").splitlines() if ln.strip()]
     details = lines[-OUTPUT_LINES:] if failed else []  # a failing run's summary is at its end
     if failed and len(lines) > OUTPUT_LINES:
         details.insert(0, f"… ({_plural(len(lines) - OUTPUT_LINES, 'earlier line')})")

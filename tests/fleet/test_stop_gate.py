@@ -1,8 +1,10 @@
-"""A worker's word closes nothing: the harness verifies a clean checkout of its commit and sends it back."""
+"""A worker's word closes nothing: the stop gate checks a clean checkout of its commit, and its honesty,
+and sends it back with the reasons."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -10,12 +12,12 @@ from typing import Any
 from hilbert.agent.loop import run_agent
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.fleet.plan import Task
-from hilbert.fleet.verify import HarnessVerify
+from hilbert.fleet.stop_gate import StopGate
 from hilbert.models import make_model
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.policies import ScriptedPolicy
-from hilbert.workspaces import Workspaces
+from hilbert.workspaces import Git, Workspaces
 
 CHECK = "python3 check.py"
 
@@ -28,6 +30,10 @@ def make_repo(path: Path) -> None:
         "assert calc.add(2, 3) == 5, calc.add(2, 3)\nprint('ok')\n"
     )
     (path / ".gitignore").write_text("local_fix.py\n")
+    (path / "tests").mkdir()
+    (path / "tests" / "test_calc.py").write_text(
+        "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n"
+    )
     for args in (
         ["init", "-q", "-b", "main"],
         ["add", "-A"],
@@ -58,15 +64,16 @@ def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> Non
     ]
     events: list[tuple[str, dict[str, Any]]] = []
 
-    async def main() -> tuple[Any, HarnessVerify]:
+    async def main() -> tuple[Any, StopGate]:
         spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
         checkout = await spaces.provision("gauss", "main")
         task = Task(id="T1", title="fix add", verify=CHECK, claims=("calc.py",))
-        verify = HarnessVerify(
+        verify = StopGate(
             task,
             spaces,
             checkout,
             lambda kind, data: events.append((kind, data)),
+            git=Git(home=tmp_path / "run" / "home"),
             scratch=tmp_path / "run" / "scratch",
             env=command_env(hilbert_python_first=True),
         )
@@ -88,10 +95,12 @@ def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> Non
 
     result, verify = asyncio.run(main())
     assert result.status == "finished" and result.claim == "really fixed" and result.turns == 5
-    runs = [data for kind, data in events if kind == "verify_run"]
+    runs = [data for kind, data in events if kind == "gate_step" and data["step"] == "verify"]
+    verdicts = [data for kind, data in events if kind == "gate_verdict"]
     assert [r["passed"] for r in runs] == [False, False, True]
+    assert [v["verdict"] for v in verdicts] == ["not_done", "not_done", "done"]
     assert "AssertionError" in runs[1]["output"]  # the ignored local fix did not come along
-    assert verify.passed_commit == runs[2]["commit"]
+    assert verify.passed_commit == runs[2]["commit"] == verdicts[2]["commit"]
     shown = subprocess.run(
         ["git", f"--git-dir={tmp_path}/run/git/gauss.git", "show", f"{runs[2]['commit']}:calc.py"],
         capture_output=True,
@@ -108,11 +117,12 @@ def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) ->
         spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
         checkout = await spaces.provision("noether", "main")
         task = Task(id="T1", title="fix add", verify=CHECK)
-        verify = HarnessVerify(
+        verify = StopGate(
             task,
             spaces,
             checkout,
             lambda kind, data: None,
+            git=Git(home=tmp_path / "run" / "home"),
             max_rounds=2,
             scratch=tmp_path / "run" / "scratch",
             env=command_env(hilbert_python_first=True),
@@ -131,4 +141,60 @@ def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) ->
                 )
 
     result = asyncio.run(main())
-    assert result.status == "halted" and "after 2 rounds" in result.reason and result.turns == 2
+    assert result.status == "halted" and "still refuses after 2 rounds" in result.reason and result.turns == 2
+
+
+def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_real_fix_lands(
+    tmp_path: Path,
+) -> None:
+    make_repo(tmp_path / "repo")
+    weakened = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == -1\n"
+    turns = [
+        write("tests/test_calc.py", weakened),  # makes the task's check pass by editing the test
+        finish("tests pass"),
+        write("tests/test_calc.py", "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n"),
+        write("calc.py", "def add(a, b):\n    return a + b\n"),
+        finish("fixed add"),
+    ]
+    events: list[tuple[str, dict[str, Any]]] = []
+    seen: list[str] = []
+
+    async def main() -> Any:
+        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
+        checkout = await spaces.provision("hypatia", "main")
+        task = Task(id="T1", title="fix add", verify="python -m pytest -q tests")
+        gate = StopGate(
+            task,
+            spaces,
+            checkout,
+            lambda kind, data: events.append((kind, data)),
+            git=Git(home=tmp_path / "run" / "home"),
+            scratch=tmp_path / "run" / "scratch",
+            env=command_env(hilbert_python_first=True),
+        )
+        with (
+            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
+            EventStore.open(tmp_path / "l.db") as store,
+        ):
+            model = make_model(f"anthropic:fake@{server.base_url}", env={})
+            result = await run_agent(
+                run="r",
+                agent="hypatia",
+                task="make the tests pass",
+                model=model,
+                store=store,
+                toolbox=ToolBox(checkout.work_tree),
+                policies=[gate],
+            )
+            seen.extend(json.dumps(r["body"]) for r in server.requests if r.get("body"))
+        return result
+
+    result = asyncio.run(main())
+    verdicts = [data for kind, data in events if kind == "gate_verdict"]
+    steps = [(d["round"], d["step"], d["passed"]) for kind, d in events if kind == "gate_step"]
+    assert result.status == "finished" and [v["verdict"] for v in verdicts] == ["not_done", "done"]
+    assert (1, "verify", True) in steps and (1, "integrity", False) in steps  # the cheat fooled verify alone
+    assert (1, "tests_restored", False) in steps
+    assert any("[tests_changed] tests/test_calc.py" in r for r in verdicts[0]["reasons"])
+    feedback = next(text for text in seen if "stop gate" in text)
+    assert "tests_changed" in feedback and "the code, not the tests" in feedback  # the worker was told why

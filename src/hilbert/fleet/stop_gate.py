@@ -1,0 +1,161 @@
+"""The stop gate as the fleet's `on_stop` policy: a worker's word closes nothing.
+
+Whenever a worker calls `finish` — or stops without it — `StopGate` commits its workspace on its
+behalf and runs `hilbert.judge.gate.run_gate` from the task's base to that commit: the verify command
+on a clean export (nothing uncommitted or git-ignored comes along), the integrity checks (with the
+task's `allow_test_edits`), the held-out tests named by the task, and the judge model when the run has
+one. Each step is a `gate_step` event as it finishes, the decision a `gate_verdict` event.
+
+- done: the stop stands and the commit is the task's candidate for the merge queue;
+- not done: the worker is resumed with the reasons (and the failing output), up to `max_rounds`
+  times; then the attempt is halted, for the scheduler to retry or the lead to decide;
+- impossible (the judge model's word, or its veto after failed checks): halted with a reason that
+  starts with `IMPOSSIBLE`, which the fleet hands to the lead at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hilbert.agent.policies import Action, Halt, LoopState, Policy, Resume, Stop
+from hilbert.agent.shell import Limits
+from hilbert.fleet.plan import Task
+from hilbert.judge.change import Allowances
+from hilbert.judge.gate import GateResult, Step, run_gate
+from hilbert.models.types import Message, Model
+from hilbert.workspaces import Checkout, Workspaces
+from hilbert.workspaces.git import Git
+
+Record = Callable[[str, dict[str, Any]], None]
+IMPOSSIBLE = "the judge says the task is impossible"
+OUTPUT_CHARS = 3000
+FEEDBACK = (
+    "The harness committed your work ({commit}) and ran its stop gate on a clean checkout of that "
+    "commit. The task is not done:\n{reasons}\n{output}\n"
+    "Fix the cause in your workspace — the code, not the tests — run `{verify}` yourself, then call "
+    "finish again."
+)
+
+
+class StopGate(Policy):
+    name = "stop_gate"
+
+    def __init__(
+        self,
+        task: Task,
+        workspaces: Workspaces,
+        checkout: Checkout,
+        record: Record,
+        *,
+        git: Git,
+        scratch: Path,
+        env: Mapping[str, str],
+        judge: Model | None = None,
+        heldout: Path | None = None,
+        max_rounds: int = 3,
+        timeout_s: float = 600.0,
+        limits: Limits | None = None,
+        command_slots: asyncio.Semaphore | None = None,
+    ) -> None:
+        self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
+        self.git, self.scratch, self.env, self.judge, self.heldout = git, scratch, env, judge, heldout
+        self.max_rounds, self.timeout_s, self.limits = max_rounds, timeout_s, limits
+        self.command_slots = command_slots
+        self.rounds = 0
+        self.passed_commit: str | None = None
+        self.last: GateResult | None = None
+
+    async def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
+        if stop.status not in ("finished", "no_finish"):
+            return ()
+        self.rounds += 1
+        message = f"{self.task.id}: {stop.claim or 'stopped without finishing'}"
+        commit = await self.workspaces.commit(self.checkout, message) or await self.workspaces.tip(
+            self.checkout
+        )
+        result = await self.gate(commit, stop)
+        self.last = result
+        self.record(
+            "gate_verdict",
+            {
+                **self.where(commit),
+                "verdict": result.verdict,
+                "reasons": list(result.reasons),
+                "checks_passed": all(step.passed for step in result.steps if step.name != "model"),
+                "claimed": stop.status == "finished",
+                "model": result.opinion.summary() if result.opinion else None,
+            },
+        )
+        if result.verdict == "done":
+            self.passed_commit = commit
+            return ()
+        because = "; ".join(result.reasons)
+        if result.verdict == "impossible":
+            return [Halt(f"{IMPOSSIBLE}: {because}")]
+        if self.rounds >= self.max_rounds:
+            return [Halt(f"the stop gate still refuses after {self.rounds} rounds: {because}")]
+        return [Resume(Message("user", self.feedback(commit, result)))]
+
+    async def gate(self, commit: str, stop: Stop) -> GateResult:
+        scratch = self.scratch / f"{self.checkout.worker_id}-gate-{self.rounds}"
+
+        def recorded(step: Step) -> None:
+            self.record(
+                "gate_step",
+                {
+                    **self.where(commit),
+                    "step": step.name,
+                    "passed": step.passed,
+                    "summary": step.summary,
+                    "findings": list(step.findings),
+                    "output": step.output[-OUTPUT_CHARS:],
+                },
+            )
+
+        try:
+            async with self.command_slots or contextlib.nullcontext():  # test runs, like the workers'
+                return await run_gate(
+                    self.checkout.git_dir,
+                    self.checkout.base,
+                    commit,
+                    verify=self.task.verify,
+                    scratch=scratch,
+                    git=self.git,
+                    env=self.env,
+                    heldout=self.heldout,
+                    allow=Allowances(self.task.allow_test_edits),
+                    timeout_s=self.timeout_s,
+                    limits=self.limits,
+                    judge=self.judge,
+                    task=_task_text(self.task),
+                    claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
+                    on_step=recorded,
+                )
+        finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True))
+
+    def where(self, commit: str) -> dict[str, Any]:
+        return {
+            "task": self.task.id,
+            "worker": self.checkout.worker_id,
+            "commit": commit,
+            "round": self.rounds,
+        }
+
+    def feedback(self, commit: str, result: GateResult) -> str:
+        failed = next((s for s in result.steps if not s.passed and s.output), None)
+        output = f"\nOutput of the {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
+        reasons = "\n".join(f"- {reason}" for reason in result.reasons)
+        return FEEDBACK.format(commit=commit[:12], reasons=reasons, output=output, verify=self.task.verify)
+
+
+def _task_text(task: Task) -> str:
+    lines = [f"{task.id}: {task.title}", task.description, f"Verify command: `{task.verify}`"]
+    if task.allow_test_edits:
+        lines.append(f"The task allows editing these tests: {', '.join(task.allow_test_edits)}")
+    return "\n".join(line for line in lines if line)
