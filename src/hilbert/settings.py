@@ -42,6 +42,8 @@ class Settings:
     lead_model: str | None = None  # the lead's model (planning, escalations); default: `model`
     judge_model: str | None = None  # the stop gate's model verdict; none: decided on the checks alone
     reviewers: tuple[str, ...] = ()  # the review panel's models (distinct families); none: no panel
+    panel_size: int = 3  # reviewers per change, one per family
+    panel_paths: tuple[str, ...] = ()  # review only changes touching these globs; empty: every change
     families: Mapping[str, str] = field(default_factory=dict)  # "provider:name" (or glob) -> family
     max_turns: int = 60
     max_cost_usd: float = 5.0
@@ -98,7 +100,7 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
             return int(value)
         if isinstance(default, float):
             return float(value)
-        if name == "reviewers":
+        if name in ("reviewers", "panel_paths"):
             items = value.split(",") if isinstance(value, str) else value
             return tuple(str(item).strip() for item in items if str(item).strip())
         if name == "families":

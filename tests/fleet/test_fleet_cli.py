@@ -126,6 +126,19 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
         "run", "--plan", "bad.md", "--repo", "repo", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path
     )
     assert done.returncode == 2 and "bad.md:3:" in done.stderr, done.stderr
+    good = tmp_path / "good.md"
+    good.write_text("# goal\n\n## T1 — t\n\n```yaml hilbert-task\nverify: 'true'\n```\n")
+    same_family = [
+        "--model",
+        "openai:m@http://127.0.0.1:9/v1",
+        "--judge-model",
+        "openai-responses:j@http://127.0.0.1:9/v1",
+    ]
+    done = hilbert("run", "--plan", "good.md", "--repo", "repo", *same_family, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "of the workers' family (openai)" in lines[0], (
+        done.stderr
+    )
 
 
 def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:

@@ -198,3 +198,80 @@ def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_re
     assert any("[tests_changed] tests/test_calc.py" in r for r in verdicts[0]["reasons"])
     feedback = next(text for text in seen if "stop gate" in text)
     assert "tests_changed" in feedback and "the code, not the tests" in feedback  # the worker was told why
+
+
+def test_the_review_panel_sends_back_what_the_checks_let_through_then_passes_the_real_fix(
+    tmp_path: Path,
+) -> None:
+    """The task allows editing the test (it says the test is wrong), so the integrity checks let a
+    weakened assertion through; two of three reviewers, of three families, agree that it blocks."""
+    from hilbert.fleet.stop_gate import Panel
+    from hilbert.judge.panel import make_reviewers
+
+    make_repo(tmp_path / "repo")
+    weakened = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == -1\n"
+    turns = [
+        write("tests/test_calc.py", weakened),
+        finish("tests pass"),
+        write("tests/test_calc.py", "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n"),
+        write("calc.py", "def add(a, b):\n    return a + b\n"),
+        finish("fixed add"),
+    ]
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    async def main() -> Any:
+        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
+        checkout = await spaces.provision("germain", "main")
+        task = Task(
+            id="T1",
+            title="fix add",
+            verify="python -m pytest -q tests",
+            allow_test_edits=("tests/test_calc.py",),
+        )
+        with (
+            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
+            FakeServer("reviewer") as reviewers,
+            EventStore.open(tmp_path / "l.db") as store,
+        ):
+            families = {"openai-responses:rev-qwen": "qwen"}
+            panel = Panel(
+                tuple(
+                    make_reviewers(
+                        [
+                            make_model(f"anthropic:rev-a@{reviewers.base_url}", env={}),
+                            make_model(f"openai:rev-b@{reviewers.openai_base_url}", env={}),
+                            make_model(f"openai-responses:rev-qwen@{reviewers.openai_base_url}", env={}),
+                        ],
+                        families,
+                    )
+                )
+            )
+            gate = StopGate(
+                task,
+                spaces,
+                checkout,
+                lambda kind, data: events.append((kind, data)),
+                git=Git(home=tmp_path / "run" / "home"),
+                scratch=tmp_path / "run" / "scratch",
+                env=command_env(hilbert_python_first=True),
+                panel=panel,
+            )
+            model = make_model(f"anthropic:fake@{server.base_url}", env={})
+            result = await run_agent(
+                run="r",
+                agent="germain",
+                task="make the tests pass",
+                model=model,
+                store=store,
+                toolbox=ToolBox(checkout.work_tree),
+                policies=[gate],
+            )
+            return result, gate
+
+    result, gate = asyncio.run(main())
+    verdicts = [d["verdict"] for kind, d in events if kind == "gate_verdict"]
+    panels = [d for kind, d in events if kind == "panel_reviewed"]
+    assert verdicts == ["done", "done"]  # the checks passed both times (the edit was allowed)
+    assert [p["send_back"] for p in panels] == [True, False]
+    assert "tests/test_calc.py" in panels[0]["reasons"][0] and panels[0]["complete"]
+    assert result.status == "finished" and gate.passed_commit == panels[1]["commit"]

@@ -38,7 +38,7 @@ from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate, lookup
 from hilbert.fleet.plan import Budget, Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
-from hilbert.fleet.stop_gate import IMPOSSIBLE, StopGate
+from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
 from hilbert.models.types import Model
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
@@ -96,16 +96,17 @@ async def run_fleet(
     env: Mapping[str, str] | None = None,
     lead_model: Model | None = None,
     judge_model: Model | None = None,
+    panel: Panel | None = None,
     heldout_root: Path | None = None,
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
     escalated tasks stay escalated; with it, the lead answers them with tools. `judge_model` gives the
-    stop gate its model verdict; a task's `heldout` folder is read relative to `heldout_root` (the
-    plan's folder)."""
+    stop gate its model verdict and `panel` reviews what it passed; a task's `heldout` folder is read
+    relative to `heldout_root` (the plan's folder)."""
     _allow_open_files(16 * config.workers + 256)
     heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
     fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
-    fleet.judge_model, fleet.heldout = judge_model, heldout
+    fleet.judge_model, fleet.panel, fleet.heldout = judge_model, panel, heldout
     return await fleet.go(Path(repo).absolute())
 
 
@@ -177,6 +178,7 @@ class _Fleet:
         self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
         self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
         self.judge_model: Model | None = None
+        self.panel: Panel | None = None
         self.heldout: dict[str, Path] = {}
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
@@ -300,6 +302,7 @@ class _Fleet:
             env=command_env(self.env),
             judge=self.judge_model,
             heldout=self.heldout.get(task.id),
+            panel=self.panel,
             max_rounds=self.config.gate_rounds,
             limits=self.limits,
             command_slots=self.command_slots,

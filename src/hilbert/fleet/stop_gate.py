@@ -11,6 +11,11 @@ one. Each step is a `gate_step` event as it finishes, the decision a `gate_verdi
   times; then the attempt is halted, for the scheduler to retry or the lead to decide;
 - impossible (the judge model's word, or its veto after failed checks): halted with a reason that
   starts with `IMPOSSIBLE`, which the fleet hands to the lead at once.
+
+With a review panel (`Panel`: reviewers of distinct families and when to ask them), a change the gate
+passed is reviewed before it becomes a candidate (`panel_reviewed` event, or `panel_skipped` when its
+policy does not apply); agreed blocking findings send the worker back like the gate's reasons, and
+count as a round.
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ import asyncio
 import contextlib
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hilbert.agent.policies import Action, Halt, LoopState, Policy, Resume, Stop
 from hilbert.agent.shell import Limits
 from hilbert.fleet.plan import Task
-from hilbert.judge.change import Allowances
+from hilbert.judge.change import Allowances, change_between
 from hilbert.judge.gate import GateResult, Step, run_gate
+from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
 from hilbert.models.types import Message, Model
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
@@ -40,6 +47,19 @@ FEEDBACK = (
     "Fix the cause in your workspace — the code, not the tests — run `{verify}` yourself, then call "
     "finish again."
 )
+PANEL_FEEDBACK = (
+    "The checks passed on your commit ({commit}), but the review panel (reviewers on other model "
+    "families, each on their own) agreed on blocking problems:\n{reasons}\n\n"
+    "Fix them in your workspace, run `{verify}` yourself, then call finish again."
+)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """The review panel a run uses: its reviewers (distinct families) and when to ask them."""
+
+    reviewers: tuple[Reviewer, ...]
+    policy: PanelPolicy = field(default_factory=PanelPolicy)
 
 
 class StopGate(Policy):
@@ -57,6 +77,7 @@ class StopGate(Policy):
         env: Mapping[str, str],
         judge: Model | None = None,
         heldout: Path | None = None,
+        panel: Panel | None = None,
         max_rounds: int = 3,
         timeout_s: float = 600.0,
         limits: Limits | None = None,
@@ -64,7 +85,7 @@ class StopGate(Policy):
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.env, self.judge, self.heldout = git, scratch, env, judge, heldout
-        self.max_rounds, self.timeout_s, self.limits = max_rounds, timeout_s, limits
+        self.max_rounds, self.timeout_s, self.limits, self.panel = max_rounds, timeout_s, limits, panel
         self.command_slots = command_slots
         self.rounds = 0
         self.passed_commit: str | None = None
@@ -92,8 +113,15 @@ class StopGate(Policy):
             },
         )
         if result.verdict == "done":
-            self.passed_commit = commit
-            return ()
+            reviewed = await self.review(commit)
+            if reviewed is None or not reviewed.send_back:
+                self.passed_commit = commit
+                return ()
+            if self.rounds >= self.max_rounds:
+                return [Halt(f"the review panel still sends it back after {self.rounds} rounds")]
+            reasons = "\n".join(f"- {reason}" for reason in reviewed.reasons)
+            text = PANEL_FEEDBACK.format(commit=commit[:12], reasons=reasons, verify=self.task.verify)
+            return [Resume(Message("user", text))]
         because = "; ".join(result.reasons)
         if result.verdict == "impossible":
             return [Halt(f"{IMPOSSIBLE}: {because}")]
@@ -138,6 +166,20 @@ class StopGate(Policy):
                 )
         finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True))
+
+    async def review(self, commit: str) -> PanelResult | None:
+        """The panel's review of base → commit, when the run has a panel and its policy applies."""
+        if self.panel is None:
+            return None
+        change = await change_between(self.checkout.git_dir, self.checkout.base, commit, self.git)
+        if not self.panel.policy.applies(change):
+            self.record(
+                "panel_skipped", {**self.where(commit), "why": "the change touches no path it reviews"}
+            )
+            return None
+        result = await review(_task_text(self.task), change, self.panel.reviewers)
+        self.record("panel_reviewed", {**self.where(commit), "summary": result.summary(), **result.to_json()})
+        return result
 
     def where(self, commit: str) -> dict[str, Any]:
         return {

@@ -37,6 +37,9 @@ FLEET_KINDS: Final = (
     #              passed, summary, findings, output
     "gate_verdict",  # task, worker, commit, round, verdict (done|not_done|impossible), reasons,
     #                 checks_passed (every step but the model's), claimed, model (its summary or null)
+    "panel_reviewed",  # task, worker, commit, round, summary, send_back, reasons, reviews, agreed, pairs,
+    #                   complete, errors, cost_usd (hilbert.judge.panel.PanelResult.to_json())
+    "panel_skipped",  # task, worker, commit, round, why
     "workspace_closed",  # worker, message (what was kept and why)
     "workspaces_fallback",  # strategy, why
     "merge_batch_started",  # tasks, base

@@ -214,6 +214,7 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
 @_REPO
 @_MODEL
 @click.option("--lead-model", help="The lead's model (planning, escalations); default: --model.")
+@click.option("--judge-model", help="The stop gate's judge model, of another family than --model.")
 @click.option(
     "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
 )

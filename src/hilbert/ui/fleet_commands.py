@@ -23,7 +23,10 @@ from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.stop_gate import Panel
+from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
+from hilbert.models.families import family_of
 from hilbert.models.types import Message, Model
 from hilbert.settings import Settings
 from hilbert.store import EventStore, agent_summary
@@ -54,6 +57,30 @@ def model_named(settings: Settings, name: str) -> Model:
         timeout_s=settings.model_timeout_s,
         max_attempts=settings.model_max_attempts,
     )
+
+
+def gate_models(settings: Settings) -> tuple[Model | None, Panel | None]:
+    """The judge model and the review panel the settings name, each checked to be independent of the
+    workers' model: the judge of another family, the reviewers one per family (the workers' own
+    family only if the others fall short)."""
+    assert settings.model is not None
+    own = family_of(settings.model, settings.families)
+    judge = None
+    if settings.judge_model:
+        if family_of(settings.judge_model, settings.families) == own:
+            raise UserError(
+                f"the judge model {settings.judge_model} is of the workers' family ({own}): not independent",
+                hint="name a judge of another family, or map its endpoint to its family under [families]",
+            )
+        judge = model_named(settings, settings.judge_model)
+    if not settings.reviewers:
+        return judge, None
+    names = choose_reviewers(
+        settings.reviewers, m=settings.panel_size, exclude_family=own, families=settings.families
+    )
+    reviewers = make_reviewers([model_named(settings, name) for name in names], settings.families)
+    policy = PanelPolicy("paths", settings.panel_paths) if settings.panel_paths else PanelPolicy()
+    return judge, Panel(tuple(reviewers), policy)
 
 
 def default_plan_path(repo: Path) -> Path:
@@ -123,12 +150,18 @@ async def run_command(
         raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
     model, lead_model = model_from(settings), model_from(settings, lead=True)
+    judge_model, panel = gate_models(settings)
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
     with EventStore.open(settings.db_path) as store:
         echo(
             f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name}, "
             f"the lead on {lead_model.name} (log: {settings.db_path})"
+        )
+        echo(
+            f"stop gate: verify, integrity, held-out tests; judge model: "
+            f"{judge_model.name if judge_model else 'none (the checks decide)'}; review panel: "
+            + (", ".join(r.label + "=" + r.model.name for r in panel.reviewers) if panel else "none")
         )
         async with printing(store, run, echo):
             result = await run_fleet(
@@ -138,6 +171,9 @@ async def run_command(
                 run=run,
                 model=model,
                 lead_model=lead_model,
+                judge_model=judge_model,
+                panel=panel,
+                heldout_root=plan_file.parent,
                 store=store,
                 env=env,
                 config=FleetConfig(workers=workers, max_turns=settings.max_turns, max_cost_usd=max_cost_usd),

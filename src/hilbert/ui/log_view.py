@@ -183,6 +183,8 @@ _FLEET_LINES = {
     "task_escalated": "{task} escalated: {why_line}",
     "gate_step": "gate {task} by {worker}, round {round}: {step} {verdict} — {summary_line}",
     "gate_verdict": "gate {task} by {worker}, round {round}: {gate_word}{reasons_line}",
+    "panel_reviewed": "review panel on {task} by {worker}, round {round}: {summary}",
+    "panel_skipped": "review panel skipped for {task}: {why}",
     "workspace_closed": "{message}",
     "merge_batch_started": "merge batch {task_list} on {base:.10}",
     "merge_checks_passed": "merge checks passed for {task_list}",
