@@ -36,9 +36,15 @@ async def run_agent(
     store: EventStore,
     policies: Sequence[Policy] = (),
     system_prompt: str = SYSTEM_PROMPT,
+    history: Sequence[Message] | None = None,
 ) -> AgentResult:
-    """Run one agent on `task` until it stops; every step is an event in `store`."""
-    messages = [Message("system", system_prompt.format(agent=agent)), Message("user", task)]
+    """Run one agent on `task` until it stops; every step is an event in `store`. With `history` (the
+    conversation rebuilt from the log, `hilbert.store.rebuild_conversation`) the agent resumes it
+    instead of starting over: tool calls the history left without a result are answered "not run"."""
+    if history:
+        messages = close_open_calls(history)
+    else:
+        messages = [Message("system", system_prompt.format(agent=agent)), Message("user", task)]
     loop = _Loop(LoopState(run, agent, task, messages), model, toolbox, store, policies)
     loop.record(
         "agent_started",
@@ -47,6 +53,7 @@ async def run_agent(
         workspace=str(toolbox.root),
         tools=[s.name for s in toolbox.specs()],
         messages=store.put_messages(messages),
+        resumed=bool(history),
     )
     stop = Stop("interrupted", reason="the run was interrupted")
     try:
@@ -61,6 +68,27 @@ async def run_agent(
         )
         loop.record("agent_stopped", **asdict(result))
     return result
+
+
+NOT_RUN_ON_RESUME = "not run: the agent was restarted before this call's result was recorded"
+
+
+def close_open_calls(history: Sequence[Message]) -> list[Message]:
+    """`history` with a "not run" result for every tool call of its last assistant turn that has none
+    (the providers refuse a conversation with an unanswered call)."""
+    messages = list(history)
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+    if last is None:
+        return messages
+    answered = {m.tool_call_id for m in messages[last + 1 :] if m.role == "tool"}
+    missing = [
+        Message("tool", NOT_RUN_ON_RESUME, tool_call_id=call.id, name=call.name, is_error=True)
+        for call in messages[last].tool_calls
+        if call.id not in answered
+    ]
+    results = [m for m in messages[last + 1 :] if m.role == "tool"]
+    others = [m for m in messages[last + 1 :] if m.role != "tool"]
+    return [*messages[: last + 1], *results, *missing, *others]  # every result before any injected turn
 
 
 class _Loop:

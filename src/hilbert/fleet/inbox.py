@@ -2,7 +2,8 @@
 
 `hilbert send` and `hilbert stop` (any process) append `person_message` / `stop_requested` events to
 the run's log through the store's defined write path, and the lead's `message_worker` tool appends a
-`lead_message`; each agent's `Inbox` policy reads the new ones before its next model call. A stop halts
+`lead_message`, and the fleet's liveness watch a `worker_nudged` (sender: the harness); each agent's
+`Inbox` policy reads the new ones before its next model call. A stop halts
 the agent (its work is kept: the harness commits and archives it); a message is injected as a user turn
 saying who sent it (the sender as the harness knows it, never as the text claims). Peer messages,
 provenance envelopes and authority rules are issue 5's.
@@ -18,17 +19,19 @@ from hilbert.store import EventStore
 
 PERSON = "person"
 LEAD = "lead"
+HARNESS = "harness"
 PERSON_MESSAGE = "person_message"
 LEAD_MESSAGE = "lead_message"
-_KINDS = {PERSON: PERSON_MESSAGE, LEAD: LEAD_MESSAGE}
-_FROM = {PERSON_MESSAGE: "the person running hilbert", LEAD_MESSAGE: "the lead"}
+NUDGE = "worker_nudged"
+_KINDS = {PERSON: PERSON_MESSAGE, LEAD: LEAD_MESSAGE, HARNESS: NUDGE}
+_FROM = {PERSON_MESSAGE: "the person running hilbert", LEAD_MESSAGE: "the lead", NUDGE: "the harness"}
 STOP_REQUESTED = "stop_requested"
 EVERYONE = "*"
 STOPPED_BY_PERSON = "the person asked this agent to stop"
 
 
 def send(store: EventStore, run: str, to: str, text: str, *, sender: str = PERSON) -> None:
-    """Record a message from `sender` (the person or the lead) to agent `to` (or EVERYONE)."""
+    """Record a message from `sender` (the person, the lead or the harness) to agent `to` (or EVERYONE)."""
     store.append(run, sender, _KINDS[sender], {"to": to, "text": text})
 
 
@@ -52,7 +55,7 @@ class Inbox(Policy):
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         actions: list[Action] = []
         for event in self.store.events(
-            run=self.run, kinds=[PERSON_MESSAGE, LEAD_MESSAGE, STOP_REQUESTED], after_id=self.seen
+            run=self.run, kinds=[PERSON_MESSAGE, LEAD_MESSAGE, NUDGE, STOP_REQUESTED], after_id=self.seen
         ):
             self.seen = event.id
             if event.data.get("to") not in (self.agent, EVERYONE):

@@ -21,8 +21,9 @@ import contextlib
 import os
 import resource
 import socket
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +32,19 @@ from hilbert.agent.policies import COST_CAP, AgentResult, CostLimit, CostPool, S
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
-from hilbert.errors import UserError
+from hilbert.errors import RunError, UserError
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
-from hilbert.fleet.inbox import LEAD, STOPPED_BY_PERSON, Inbox, send, stop_requested
+from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, send, stop_requested
+from hilbert.fleet.liveness import NUDGE, LivenessConfig, Watch, assess, minutes
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate, lookup
 from hilbert.fleet.plan import Budget, Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
 from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
 from hilbert.models.types import Model
-from hilbert.store import EventStore
-from hilbert.workspaces import Git, Workspaces
+from hilbert.store import EventStore, rebuild_conversation
+from hilbert.workspaces import Checkout, Git, Workspaces
 
-HARNESS = "harness"
 INTEGRATION = "hilbert/integration"
 WORKER_TASK = """Task {id}: {title}
 The task is done when `{verify}` passes. Change only what the task needs{claims}.
@@ -70,6 +71,7 @@ class FleetConfig:
     max_reopens: int = 2  # times the lead may reopen (reassign or split) one task
     lead_sessions: int = 20  # the most sessions of the lead per run; later escalations stay escalated
     escalations_per_session: int = 20  # the rest wait for the next session
+    liveness: LivenessConfig = field(default_factory=LivenessConfig)  # nudge, stuck, restart the dead
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,9 @@ class _Fleet:
         self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
         self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
         self.judge_model: Model | None = None
+        self.watches: dict[str, Watch] = {}  # running task -> what liveness knows of its worker
+        self.agent_runs: dict[str, asyncio.Task[AgentResult]] = {}  # running task -> its agent loop
+        self.restart_wanted: set[str] = set()  # tasks whose hung worker liveness cancelled
         self.panel: Panel | None = None
         self.heldout: dict[str, Path] = {}
 
@@ -229,6 +234,7 @@ class _Fleet:
         leading: asyncio.Task[Any] | None = None
         self.woken = asyncio.Event()  # the lead changed the plan or a state: look again at once
         waker: asyncio.Task[Any] | None = None
+        watching = asyncio.create_task(self.watch_liveness())
         try:
             while True:  # until nothing runs and nothing can start
                 stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
@@ -268,7 +274,7 @@ class _Fleet:
                         self.workers.pop(task_id, None)
                         self.attempted(task_id, finished)
         finally:
-            others = [task for task in (merging, leading, waker) if task is not None]
+            others = [task for task in (merging, leading, waker, watching) if task is not None]
             for pending in [*running, *others]:
                 pending.cancel()
             await asyncio.gather(*running, *others, return_exceptions=True)
@@ -324,24 +330,59 @@ class _Fleet:
         tools = ToolBox(
             checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
         )
+        inbox = Inbox(self.store, self.run, name.display)
         ref = None
         try:
-            result = await run_agent(
-                run=self.run,
-                agent=name.display,
-                task=prompt,
-                model=self.model,
-                toolbox=tools,
-                store=self.store,
-                policies=[
-                    TurnLimit(budget.turns or self.config.max_turns),
-                    *([CostLimit(budget.usd)] if budget.usd else []),
-                    spend,
-                    Inbox(self.store, self.run, name.display),
-                    Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                    gate,
-                ],
-            )
+            history, restarts = None, 0
+            while True:  # restarted from the workspace and the log when the worker dies or hangs
+                self.watches[task.id] = Watch(name.display, task.id, time.time())
+                runner = asyncio.create_task(
+                    run_agent(
+                        run=self.run,
+                        agent=name.display,
+                        task=prompt,
+                        model=self.model,
+                        toolbox=tools,
+                        store=self.store,
+                        history=history,
+                        policies=[
+                            TurnLimit(budget.turns or self.config.max_turns),
+                            *([CostLimit(budget.usd)] if budget.usd else []),
+                            spend,
+                            inbox,
+                            Reminders(task.verify, acceptance_items(task.description, task.verify)),
+                            gate,
+                        ],
+                    )
+                )
+                self.agent_runs[task.id] = runner
+                try:
+                    result = await runner
+                    break
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if (current and current.cancelling()) or task.id not in self.restart_wanted:
+                        raise
+                    why = f"no heartbeat for {minutes(self.config.liveness.dead_after_s)}"
+                except Exception as crash:
+                    if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                        raise
+                    why = f"{type(crash).__name__}: {crash}"
+                self.restart_wanted.discard(task.id)
+                restarts += 1
+                if restarts > self.config.liveness.restarts:
+                    raise RunError(f"{name.display} hung {restarts} times", hint="see the worker's log")
+                history = rebuild_conversation(self.store, self.run, name.display)
+                self.record(
+                    "worker_restarted",
+                    {
+                        "task": task.id,
+                        "worker": name.display,
+                        "why": why,
+                        "restart": restarts,
+                        "kept": len(history),
+                    },
+                )
             spend.settle(result.cost_usd)
             if gate.passed_commit and result.status in ("finished", "no_finish"):
                 ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
@@ -353,7 +394,43 @@ class _Fleet:
                 )
             )
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
+            self.watches.pop(task.id, None)
+            self.agent_runs.pop(task.id, None)
         return result, ref
+
+    async def usable(self, checkout: Checkout) -> bool:
+        """The worker's repository and work tree are still there to restart it in."""
+        found = await self.git.run("rev-parse", "--git-dir", cwd=checkout.git_dir, check=False)
+        return found.returncode == 0 and checkout.work_tree.is_dir()
+
+    async def watch_liveness(self) -> None:
+        """Every few seconds: note each running worker's progress from the log, and nudge, report
+        stuck or restart the ones that went quiet (`liveness.assess`)."""
+        config, seen = self.config.liveness, self.store.last_id()
+        while True:
+            await asyncio.sleep(config.check_s)
+            for event in self.store.events(run=self.run, after_id=seen):
+                seen = event.id
+                for watch in self.watches.values():
+                    if watch.worker == event.agent:
+                        watch.progressed(event.time)
+            now = time.time()
+            for task_id, watch in list(self.watches.items()):
+                decision = assess(watch, now, config)
+                about = {"task": task_id, "worker": watch.worker, "quiet_s": round(now - watch.last_progress)}
+                if decision == "nudge":
+                    watch.nudged = True
+                    quiet = minutes(now - watch.last_progress)
+                    text = NUDGE.format(minutes=quiet, verify=self.tasks[task_id].verify)
+                    send(self.store, self.run, watch.worker, text, sender=HARNESS)
+                elif decision == "stuck":
+                    watch.stuck = True
+                    self.record("worker_stuck", about)
+                elif decision == "restart" and task_id in self.agent_runs:
+                    watch.last_progress = now
+                    self.record("worker_hung", about)
+                    self.restart_wanted.add(task_id)
+                    self.agent_runs[task_id].cancel()
 
     def note_fallback(self) -> None:
         """Say once in the log that workspaces fell back to full private clones, and why."""

@@ -40,6 +40,10 @@ FLEET_KINDS: Final = (
     "panel_reviewed",  # task, worker, commit, round, summary, send_back, reasons, reviews, agreed, pairs,
     #                   complete, errors, cost_usd (hilbert.judge.panel.PanelResult.to_json())
     "panel_skipped",  # task, worker, commit, round, why
+    "worker_nudged",  # to, text (the liveness watch's message, delivered by the worker's inbox)
+    "worker_stuck",  # task, worker, quiet_s
+    "worker_hung",  # task, worker, quiet_s (no heartbeat: its loop is cancelled and restarted)
+    "worker_restarted",  # task, worker, why, restart, kept (messages resumed from the log)
     "workspace_closed",  # worker, message (what was kept and why)
     "workspaces_fallback",  # strategy, why
     "merge_batch_started",  # tasks, base
@@ -78,7 +82,8 @@ class AgentStarted(TypedDict):
     model: str
     workspace: str
     tools: list[str]
-    messages: list[str]  # HASHes of the initial system + user messages
+    messages: list[str]  # HASHes of the initial system + user messages (the whole history on resume)
+    resumed: NotRequired[bool]  # restarted from the log's conversation (absent in older logs)
 
 
 class ModelCall(TypedDict):

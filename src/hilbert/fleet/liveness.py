@@ -1,0 +1,67 @@
+"""Liveness: who is making progress, who is idle, who is stuck, who is dead — and what to do about it.
+
+Progress is any event an agent writes (a model call, a tool result, an injected message). A worker
+that writes none for `nudge_after_s` is *idle*: still alive (its asyncio task runs — the process
+check; a model call or a command may simply be slow), so it is nudged with a message it reads at its
+next turn boundary. After `stuck_after_s` it is reported stuck (an event; `hilbert status` shows it).
+After `dead_after_s` with no heartbeat at all it is treated as dead, like a worker whose task crashed:
+it is restarted from its workspace and its conversation rebuilt from the log, not from scratch, up to
+`restarts` times per attempt. Decisions are pure (`assess`); the fleet applies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Decision = Literal["nudge", "stuck", "restart"]
+NUDGE = (
+    "Reminder: the harness has seen no progress from you for {minutes} — no model call, no tool result. "
+    "If something blocks you, say what; otherwise run `{verify}` and carry on with the task."
+)
+
+
+@dataclass(frozen=True)
+class LivenessConfig:
+    check_s: float = 10.0  # how often the fleet looks
+    nudge_after_s: float = 300.0
+    stuck_after_s: float = 600.0
+    dead_after_s: float = 1800.0  # no heartbeat at all: hung, restarted like a crash
+    restarts: int = 2  # per attempt, for crashes and hangs together
+
+
+@dataclass
+class Watch:
+    """What the fleet tracks of one running worker; `last_progress` is a Unix time."""
+
+    worker: str
+    task: str
+    last_progress: float
+    nudged: bool = False
+    stuck: bool = False
+
+    def progressed(self, at: float) -> None:
+        if at > self.last_progress:
+            self.last_progress, self.nudged, self.stuck = at, False, False
+
+
+def assess(watch: Watch, now: float, config: LivenessConfig) -> Decision | None:
+    """The one thing to do about `watch` now, if any (each of nudge and stuck once per quiet spell)."""
+    quiet = now - watch.last_progress
+    if quiet >= config.dead_after_s:
+        return "restart"
+    if quiet >= config.stuck_after_s and not watch.stuck:
+        return "stuck"
+    if quiet >= config.nudge_after_s and not watch.nudged:
+        return "nudge"
+    return None
+
+
+def minutes(seconds: float) -> str:
+    """A quiet spell for a person: `12 min`, `45 s`, `0.4 s`."""
+    if seconds >= 90:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+
+
+__all__ = ["NUDGE", "Decision", "LivenessConfig", "Watch", "assess", "minutes"]
