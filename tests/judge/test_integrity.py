@@ -399,3 +399,16 @@ def test_two_directory_trees_give_the_same_findings_as_git(tmp_path: Path) -> No
     from_trees = change_between_trees(before, repo)
     found = integrity_findings(from_trees, verify="bash scripts/check.sh")
     assert [(f.check, f.path, f.line) for f in found] == [("tests_changed", "tests/test_ops.py", 11)]
+
+
+def test_writing_the_data_file_a_verify_reads_is_the_task_not_tampering(tmp_path: Path) -> None:
+    """`grep -qx done out/result.txt` checks a file's content: writing it may be the task (editing test
+    data is still a test change). The script a verify runs is the check itself: editing it is a finding."""
+    for folder in "bc":
+        (tmp_path / folder).mkdir()
+    created = {"out/result.txt": "done\n"}
+    assert findings_after(tmp_path / "b", created, verify="grep -qx done out/result.txt") == []
+    script = {"scripts/check.sh": "#!/bin/sh\nexit 0\n"}
+    assert checks(findings_after(tmp_path / "c", script, verify="bash scripts/check.sh")) == {
+        "verify_or_ci_changed"
+    }

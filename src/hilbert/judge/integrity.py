@@ -200,6 +200,39 @@ def _plugin_tokens(module: ast.Module) -> list[tuple[str, int]]:
     return found
 
 
+# What a named file must look like to be part of the check rather than its subject: code, build or
+# test configuration, or an extensionless executable. `grep -qx done out.txt` checks out.txt's content,
+# which the task may well be to write.
+_CHECK_SUFFIXES = frozenset(
+    {
+        ".py",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".rb",
+        ".pl",
+        ".mk",
+        ".cfg",
+        ".ini",
+        ".toml",
+        ".yaml",
+        ".yml",
+        ".json",
+        ".exp",
+        ".bats",
+    }
+)
+
+
+def _is_check_file(path: str) -> bool:
+    suffix = PurePosixPath(path).suffix
+    return suffix in _CHECK_SUFFIXES or not suffix
+
+
 def _verify_files(verify: str) -> set[str]:
     try:
         words = shlex.split(verify)
@@ -219,16 +252,18 @@ def _verify_files(verify: str) -> set[str]:
                 f"src/{module}.py",
                 f"src/{module}/__main__.py",
             }
-    tools = {"make": "Makefile", "tox": "tox.ini", "nox": "noxfile.py"}
+    tools = {"make": "Makefile", "tox": "tox.ini", "nox": "noxfile.py", "npm": "package.json"}
+    named = {path for path in named if _is_check_file(path)}
     named |= {tools[w] for w in words if w in tools}
     return named
 
 
 def verify_or_ci_changed(change: Change, verify: str, allow: Allowances) -> list[Finding]:
-    """A file the verify command names was modified, deleted or renamed, or CI configuration (.github/,
-    .ci/, Makefile, noxfile.py, tox.ini, .gitlab-ci.yml ...) was changed. Creating a file the verify
-    names is not a finding: `test -f out.txt` or `pytest tests/test_new.py` may be the task itself
-    (and a named script that did not exist at the base could not have been the check)."""
+    """A file the verify command names as code or configuration (a script, a test file, a config; not
+    a data file such as `out.txt` whose content the check reads) was modified, deleted or renamed, or
+    CI configuration (.github/, .ci/, Makefile, noxfile.py, tox.ini, .gitlab-ci.yml ...) was changed.
+    Creating a file the verify names is not a finding: `test -f out.txt` or `pytest tests/test_new.py`
+    may be the task itself (and a script that did not exist at the base could not have been the check)."""
     named = _verify_files(verify)
     findings: list[Finding] = []
     for fc in change.files:
