@@ -6,13 +6,20 @@ check; a model call or a command may simply be slow), so it is nudged with a mes
 next turn boundary. After `stuck_after_s` it is reported stuck (an event; `hilbert status` shows it).
 After `dead_after_s` with no heartbeat at all it is treated as dead, like a worker whose task crashed:
 it is restarted from its workspace and its conversation rebuilt from the log, not from scratch, up to
-`restarts` times per attempt. Decisions are pure (`assess`); the fleet applies them.
+`restarts` times per attempt. Decisions are pure (`assess`); `watch` is the fleet's loop that applies
+them (the restart itself is the fleet's: it owns the workers' loops).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from hilbert.fleet.inbox import HARNESS, send
+from hilbert.store import EventStore
 
 Decision = Literal["nudge", "stuck", "restart"]
 NUDGE = (
@@ -64,4 +71,42 @@ def minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
 
 
-__all__ = ["NUDGE", "Decision", "LivenessConfig", "Watch", "assess", "minutes"]
+async def watch(
+    store: EventStore,
+    run: str,
+    watches: dict[str, Watch],
+    config: LivenessConfig,
+    *,
+    verify_of: Callable[[str], str],
+    record: Callable[[str, dict[str, Any]], None],
+    restart: Callable[[str], None],
+) -> None:
+    """Every `check_s`: note each watched worker's progress from the log (`watches`: task -> watch,
+    kept by the fleet), then nudge it (a message its inbox delivers), report it stuck, or have the
+    fleet `restart` it. Runs until cancelled."""
+    seen = store.last_id()
+    while True:
+        await asyncio.sleep(config.check_s)
+        for event in store.events(run=run, after_id=seen):
+            seen = event.id
+            for watched in watches.values():
+                if watched.worker == event.agent:
+                    watched.progressed(event.time)
+        now = time.time()
+        for task_id, watched in list(watches.items()):
+            decision = assess(watched, now, config)
+            about = {"task": task_id, "worker": watched.worker, "quiet_s": round(now - watched.last_progress)}
+            if decision == "nudge":
+                watched.nudged = True
+                text = NUDGE.format(minutes=minutes(now - watched.last_progress), verify=verify_of(task_id))
+                send(store, run, watched.worker, text, sender=HARNESS)
+            elif decision == "stuck":
+                watched.stuck = True
+                record("worker_stuck", about)
+            elif decision == "restart":
+                watched.last_progress = now  # one restart per quiet spell
+                record("worker_hung", about)
+                restart(task_id)
+
+
+__all__ = ["NUDGE", "Decision", "LivenessConfig", "Watch", "assess", "minutes", "watch"]

@@ -33,19 +33,18 @@ from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.errors import RunError, UserError
-from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
-from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, send, stop_requested
-from hilbert.fleet.liveness import NUDGE, LivenessConfig, Watch, assess, minutes
+from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
+from hilbert.fleet.lead_desk import INTEGRATION, LeadDesk
+from hilbert.fleet.liveness import LivenessConfig, Watch, minutes, watch
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
-from hilbert.fleet.names import Name, allocate, lookup
-from hilbert.fleet.plan import Budget, Plan, Task, write_plan
+from hilbert.fleet.names import Name, allocate
+from hilbert.fleet.plan import Budget, Plan, Task
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
 from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
 from hilbert.models.types import Model
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
 
-INTEGRATION = "hilbert/integration"
 WORKER_TASK = """Task {id}: {title}
 The task is done when `{verify}` passes. Change only what the task needs{claims}.
 Do not edit or skip tests. Finish with the command's output as evidence.
@@ -143,7 +142,7 @@ def _allow_open_files(needed: int) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-class _Fleet:
+class _Fleet(LeadDesk):
     def __init__(
         self,
         plan: Plan,
@@ -234,7 +233,17 @@ class _Fleet:
         leading: asyncio.Task[Any] | None = None
         self.woken = asyncio.Event()  # the lead changed the plan or a state: look again at once
         waker: asyncio.Task[Any] | None = None
-        watching = asyncio.create_task(self.watch_liveness())
+        watching = asyncio.create_task(
+            watch(
+                self.store,
+                self.run,
+                self.watches,
+                self.config.liveness,
+                verify_of=lambda task_id: self.tasks[task_id].verify,
+                record=self.record,
+                restart=self.restart,
+            )
+        )
         try:
             while True:  # until nothing runs and nothing can start
                 stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
@@ -403,34 +412,11 @@ class _Fleet:
         found = await self.git.run("rev-parse", "--git-dir", cwd=checkout.git_dir, check=False)
         return found.returncode == 0 and checkout.work_tree.is_dir()
 
-    async def watch_liveness(self) -> None:
-        """Every few seconds: note each running worker's progress from the log, and nudge, report
-        stuck or restart the ones that went quiet (`liveness.assess`)."""
-        config, seen = self.config.liveness, self.store.last_id()
-        while True:
-            await asyncio.sleep(config.check_s)
-            for event in self.store.events(run=self.run, after_id=seen):
-                seen = event.id
-                for watch in self.watches.values():
-                    if watch.worker == event.agent:
-                        watch.progressed(event.time)
-            now = time.time()
-            for task_id, watch in list(self.watches.items()):
-                decision = assess(watch, now, config)
-                about = {"task": task_id, "worker": watch.worker, "quiet_s": round(now - watch.last_progress)}
-                if decision == "nudge":
-                    watch.nudged = True
-                    quiet = minutes(now - watch.last_progress)
-                    text = NUDGE.format(minutes=quiet, verify=self.tasks[task_id].verify)
-                    send(self.store, self.run, watch.worker, text, sender=HARNESS)
-                elif decision == "stuck":
-                    watch.stuck = True
-                    self.record("worker_stuck", about)
-                elif decision == "restart" and task_id in self.agent_runs:
-                    watch.last_progress = now
-                    self.record("worker_hung", about)
-                    self.restart_wanted.add(task_id)
-                    self.agent_runs[task_id].cancel()
+    def restart(self, task_id: str) -> None:
+        """Liveness found the worker on `task_id` hung: cancel its loop, for `attempt` to resume it."""
+        if task_id in self.agent_runs:
+            self.restart_wanted.add(task_id)
+            self.agent_runs[task_id].cancel()
 
     def note_fallback(self) -> None:
         """Say once in the log that workspaces fell back to full private clones, and why."""
@@ -492,102 +478,3 @@ class _Fleet:
             {"task": task_id, "why": why, "decision": decision.reason},
         )
         self.set_state(task_id)
-
-    # -- the lead ----------------------------------------------------------------------------------
-
-    def lead_may_act(self, stopping: bool) -> bool:
-        """A lead is configured, the run is not stopping, nobody stopped the lead, sessions are left."""
-        return (
-            self.lead_model is not None
-            and not stopping
-            and not stop_requested(self.store, self.run, LEAD)
-            and self.lead_sessions < self.config.lead_sessions
-        )
-
-    async def consult_lead(self, escalated: list[str]) -> AgentResult:
-        """One session of the lead on `escalated`, with read tools over a checkout of the integration tip."""
-        assert self.lead_model is not None
-        self.answered.update(escalated)
-        self.lead_sessions += 1
-        self.record("lead_consulted", {"tasks": escalated, "session": self.lead_sessions})
-        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
-        checkout = await self.workspaces.provision(f"lead-{self.lead_sessions}", tip)
-        running = {task: name.display for task, name in self.workers.items()}
-        brief = escalation_brief(self.plan, self.states, escalated, self.feedback, running=running)
-        tools = EscalationToolBox(checkout.work_tree, self, max_reopens=self.config.max_reopens, env=self.env)
-        spend = SharedCostLimit(self.cost)
-        try:
-            result = await run_agent(
-                run=self.run,
-                agent=LEAD,
-                task=brief,
-                model=self.lead_model,
-                toolbox=tools,
-                store=self.store,
-                policies=[TurnLimit(self.config.lead_turns), spend, self.lead_inbox],
-            )
-            spend.settle(result.cost_usd)
-        finally:
-            kept = await asyncio.shield(
-                self.workspaces.archive_or_remove(checkout, self.integration, f"refs/heads/{INTEGRATION}")
-            )
-            self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
-        return result
-
-    def consulted(self, finished: asyncio.Task[AgentResult]) -> None:
-        error = finished.exception()
-        unanswered = [
-            t
-            for t, s in self.states.items()
-            if s.status == "escalated" and t in self.answered and t not in self.stopped
-        ]
-        self.record(
-            "lead_answered",
-            {
-                "status": "error" if error else finished.result().status,
-                "error": f"{type(error).__name__}: {error}" if error else None,
-                "still_escalated": unanswered,
-            },
-        )
-
-    def steer(
-        self,
-        action: str,
-        detail: dict[str, Any],
-        *,
-        plan: Plan | None = None,
-        states: Mapping[str, TaskState] = {},
-        notes: Mapping[str, str] = {},
-    ) -> None:
-        """Apply what the lead decided (already validated by its tools) and record it."""
-        if plan is not None:  # first what can fail, so that a failure changes nothing
-            partial = self.root / ".PLAN.md.partial"
-            partial.write_text(write_plan(plan))
-            partial.replace(self.root / "PLAN.md")
-        self.record("lead_action", {"action": action, **detail})
-        if plan is not None:
-            added = [t for t in plan.tasks if t.id not in self.tasks]
-            self.plan, self.tasks = plan, {task.id: task for task in plan.tasks}
-            self.record(
-                "plan_changed",
-                {
-                    "tasks": [t.id for t in plan.tasks],
-                    "added": [t.model_dump(mode="json") for t in added],
-                    "plan": str(self.root / "PLAN.md"),
-                },
-            )
-        for task_id, note in notes.items():
-            self.notes.setdefault(task_id, []).append(note)
-        for task_id, state in states.items():
-            self.states[task_id] = state
-            self.answered.discard(task_id)  # if it is escalated again, the lead hears of it again
-            self.set_state(task_id)
-        self.woken.set()
-
-    def message_worker(self, worker: str, text: str) -> str:
-        name = lookup(worker, self.workers.values())
-        if name is None:
-            running = ", ".join(n.display for n in self.workers.values()) or "none"
-            raise UserError(f"no running worker is called {worker!r}", hint=f"running now: {running}")
-        send(self.store, self.run, name.display, text, sender=LEAD)
-        return name.display
