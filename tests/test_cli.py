@@ -94,6 +94,8 @@ def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_gr
         and "round 1: SENT BACK — integrity: [skip_markers_added]" in out
     )
     assert "T1 started by" in out  # progress, as it happened
+    reviews = re.search(r"review panel: (\d+) reviews of gated work", out)
+    assert reviews and int(reviews.group(1)) >= 24, out[-3000:]  # every merged change was reviewed first
     status = hilbert("status", "--db", "run/hilbert.db", cwd=tmp_path)
     assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= 24, status.stderr
 

@@ -23,7 +23,7 @@ import resource
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.plan import Budget, Plan, Task
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
 from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
+from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
@@ -290,6 +291,12 @@ class _Fleet(LeadDesk):
             await self.queue.close()
         tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
         stuck = blocked(self.plan, self.states)
+        if self.panel is not None:  # how often each pair of reviewers' models agreed, over the run
+            reviewed = [
+                e.data for e in self.store.events(run=self.run, agent=HARNESS, kinds=["panel_reviewed"])
+            ]
+            pairs = [{**asdict(p), "rate": p.rate} for p in merge_statistics(reviewed)]
+            self.record("panel_agreement", {"pairs": pairs, "reviews": len(reviewed)})
         self.record(
             "fleet_finished",
             {"states": {k: v.status for k, v in self.states.items()}, "tip": tip, "stuck": stuck},

@@ -110,6 +110,7 @@ class StopGate(Policy):
                 "checks_passed": all(step.passed for step in result.steps if step.name != "model"),
                 "claimed": stop.status == "finished",
                 "model": result.opinion.summary() if result.opinion else None,
+                "model_cost_usd": result.opinion.cost_usd if result.opinion else 0.0,
             },
         )
         if result.verdict == "done":

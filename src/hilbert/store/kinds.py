@@ -36,10 +36,12 @@ FLEET_KINDS: Final = (
     "gate_step",  # task, worker, commit, round, step (verify|integrity|tests_restored|heldout|model),
     #              passed, summary, findings, output
     "gate_verdict",  # task, worker, commit, round, verdict (done|not_done|impossible), reasons,
-    #                 checks_passed (every step but the model's), claimed, model (its summary or null)
+    #                 checks_passed (every step but the model's), claimed, model (its summary or null),
+    #                 model_cost_usd
     "panel_reviewed",  # task, worker, commit, round, summary, send_back, reasons, reviews, agreed, pairs,
     #                   complete, errors, cost_usd (hilbert.judge.panel.PanelResult.to_json())
     "panel_skipped",  # task, worker, commit, round, why
+    "panel_agreement",  # reviews, pairs: [{models, findings, agreed, tasks, rate}] (over the whole run)
     "worker_nudged",  # to, text (the liveness watch's message, delivered by the worker's inbox)
     "worker_stuck",  # task, worker, quiet_s
     "worker_hung",  # task, worker, quiet_s (no heartbeat: its loop is cancelled and restarted)

@@ -5,7 +5,8 @@ merge queue) becomes a git repository; the fake model server's simulated lead pl
 broken function, each with its verify command); the simulated engineers — a few of them told to stop
 early and claim done, a few to cheat (edit the test, skip it, hard-code the answer) — work it in
 isolated workspaces; the stop gate (the verify run on a clean checkout, the integrity checks, and a
-judge model of another family) sends them back with its reasons; the merge queue lands gated work on
+judge model of another family) sends them back with its reasons, and a review panel of three more
+families reviews what the gate passed; the merge queue lands gated work on
 `hilbert/integration`; escalations go to the lead. Progress
 is printed as it happens; the summary counts what was done, merged, sent back and spent, and the demo
 checks the integration branch itself: a fresh clone of it must pass the whole suite.
@@ -27,7 +28,10 @@ import click
 from hilbert.agent.tools import command_env
 from hilbert.fleet.plan import parse_plan
 from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.stop_gate import Panel
+from hilbert.judge.panel import make_reviewers
 from hilbert.models import PriceTable, make_model
+from hilbert.models.types import Model
 from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.store.summary import agent_summary
@@ -42,11 +46,18 @@ MODULES, BUGS, PAIRED = 10, 22, 1  # 22 bugs + 1 pair of adjacent ones = 24
 WORKERS = 16
 STOP_EARLY = 0.2  # the share of workers that stop early and claim done
 CHEATS = {"cheat_edit_test": 0.15, "cheat_skip": 0.1, "cheat_hardcode": 0.1}  # shares that cheat, by how
+REVIEWER_NAMES = ("fake-claude-reviewer", "fake-qwen-reviewer", "fake-deepseek-reviewer")
+REVIEWER_FAMILIES = {  # two OpenAI-compatible endpoints serving other families' models
+    "openai-responses:fake-qwen-reviewer": "qwen",
+    "openai:fake-deepseek-reviewer": "deepseek",
+}
 TAMPERING = ("integrity:", "tests_restored:", "heldout:")  # the gate's steps that catch a cheat
 PROGRESS = (
     "fleet_started",
     "task_started",
     "gate_verdict",
+    "panel_reviewed",
+    "panel_agreement",
     "merged",
     "merge_conflict",
     "merge_rejected",
@@ -70,6 +81,9 @@ class Tally:
     false_claims: int  # of those, verdicts after the worker said it was finished
     tampering: int  # of those, verdicts with an integrity, restored-tests or held-out finding
     judge_vetoes: int  # of those, verdicts whose checks all passed: the judge model said no
+    panel_sent_back: int  # reviews whose agreed blocking findings sent the worker back
+    reviews: int
+    judging_usd: float  # the judge model and the review panel
     conflicts: int
     lead_actions: int
     workers: int
@@ -94,20 +108,23 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
     )
     engineer = f"engineer:stop_early={STOP_EARLY}," + ",".join(f"{k}={v}" for k, v in CHEATS.items())
     click.echo(
-        f"models: the fake server's simulated lead and judge (anthropic family), and its engineer (openai "
+        f"models: the fake server's simulated lead and judge (anthropic family), its engineer (openai "
         f"family; about one worker in {round(1 / STOP_EARLY)} stops early and claims done, one in "
-        f"{round(1 / sum(CHEATS.values()))} cheats), priced like claude-sonnet-4-5\n"
+        f"{round(1 / sum(CHEATS.values()))} cheats) and three reviewers (anthropic, qwen, deepseek), "
+        "priced like claude-sonnet-4-5\n"
     )
     prices = PriceTable.default().with_overrides(
-        {name: SONNET_LIKE_PRICE for name in ("fake-lead", "fake-engineer", "fake-judge")}
+        {name: SONNET_LIKE_PRICE for name in ("fake-lead", "fake-engineer", "fake-judge", *REVIEWER_NAMES)}
     )
     with (
         FakeServer("lead", seed=seed) as lead_server,
         FakeServer("judge", seed=seed) as judge_server,
+        FakeServer("reviewer", seed=seed) as review_server,
         FakeServer(engineer, seed=seed, latency="ttft=0.2,tps=400") as worker_server,
     ):
         lead_model = make_model(f"anthropic:fake-lead@{lead_server.base_url}", prices=prices, env={})
         judge_model = make_model(f"anthropic:fake-judge@{judge_server.base_url}", prices=prices, env={})
+        panel = Panel(tuple(make_reviewers(_reviewers(review_server, prices), REVIEWER_FAMILIES)))
         worker_model = make_model(
             f"openai:fake-engineer@{worker_server.openai_base_url}", prices=prices, env={}
         )
@@ -131,6 +148,7 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
                     model=worker_model,
                     lead_model=lead_model,
                     judge_model=judge_model,
+                    panel=panel,
                     store=store,
                     env=env,
                     config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
@@ -146,6 +164,7 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
 def count(store: EventStore, run: str, result: FleetResult) -> Tally:
     verdicts = [e.data for e in store.events(run=run, agent=HARNESS, kinds=["gate_verdict"])]
     failed = [v for v in verdicts if v.get("verdict") != "done"]
+    panels = [e.data for e in store.events(run=run, agent=HARNESS, kinds=["panel_reviewed"])]
     agents = [a for a in store.agents(run) if a != HARNESS]
     return Tally(
         tasks=len(result.states),
@@ -155,11 +174,32 @@ def count(store: EventStore, run: str, result: FleetResult) -> Tally:
         false_claims=sum(bool(v.get("claimed")) for v in failed),
         tampering=sum(any(r.startswith(TAMPERING) for r in v.get("reasons", ())) for v in failed),
         judge_vetoes=sum(bool(v.get("checks_passed")) for v in failed),
+        panel_sent_back=sum(bool(p.get("send_back")) for p in panels),
+        reviews=len(panels),
+        judging_usd=sum(float(v.get("model_cost_usd", 0.0)) for v in verdicts)
+        + sum(float(p.get("cost_usd", 0.0)) for p in panels),
         conflicts=len(store.events(run=run, agent=HARNESS, kinds=["merge_conflict"])),
         lead_actions=len(store.events(run=run, agent=HARNESS, kinds=["lead_action"])),
         workers=sum(a != "lead" for a in agents),
         cost_usd=sum(agent_summary(store, run, a).cost_usd for a in agents),
     )
+
+
+REVIEWER_NAMES = ("fake-claude-reviewer", "fake-qwen-reviewer", "fake-deepseek-reviewer")
+REVIEWER_FAMILIES = {
+    "openai-responses:fake-qwen-reviewer": "qwen",
+    "openai:fake-deepseek-reviewer": "deepseek",
+}
+
+
+def _reviewers(server: FakeServer, prices: PriceTable) -> list[Model]:
+    """Three reviewers of three families, none the workers' (openai): anthropic, and two OpenAI-compatible
+    endpoints that the families table maps to qwen and deepseek."""
+    return [
+        make_model(f"anthropic:fake-claude-reviewer@{server.base_url}", prices=prices, env={}),
+        make_model(f"openai-responses:fake-qwen-reviewer@{server.openai_base_url}", prices=prices, env={}),
+        make_model(f"openai:fake-deepseek-reviewer@{server.openai_base_url}", prices=prices, env={}),
+    ]
 
 
 def _check_integration(
@@ -192,10 +232,15 @@ def _summary(
         f"was done; {tally.tampering} for tampering with the tests; {tally.judge_vetoes} with the judge "
         "model's veto)"
     )
+    click.echo(
+        f"  review panel: {tally.reviews} reviews of gated work, {tally.panel_sent_back} sent back on "
+        "agreed blocking findings"
+    )
     click.echo(f"  merge conflicts sent back: {tally.conflicts}; the lead's actions: {tally.lead_actions}")
     click.echo(
-        f"  workers: {tally.workers}; cost at claude-sonnet-4-5 prices: ${tally.cost_usd + planning_usd:.2f} "
-        f"(planning ${planning_usd:.2f}); wall time {wall_s:.0f} s"
+        f"  workers: {tally.workers}; cost at claude-sonnet-4-5 prices: "
+        f"${tally.cost_usd + planning_usd + tally.judging_usd:.2f} (planning ${planning_usd:.2f}, judging "
+        f"${tally.judging_usd:.2f}); wall time {wall_s:.0f} s"
     )
     for task_id, why in result.stuck.items():
         click.echo(f"  {task_id} not run: {why}")

@@ -185,6 +185,7 @@ _FLEET_LINES = {
     "gate_verdict": "gate {task} by {worker}, round {round}: {gate_word}{reasons_line}",
     "panel_reviewed": "review panel on {task} by {worker}, round {round}: {summary}",
     "panel_skipped": "review panel skipped for {task}: {why}",
+    "panel_agreement": "review panel over {reviews} reviews: {pairs_line}",
     "worker_nudged": "nudged {to}: {text_line}",
     "worker_stuck": "{worker} on {task} is stuck: no progress for {quiet_s} s",
     "worker_hung": "{worker} on {task} hung: no heartbeat for {quiet_s} s; restarting it",
@@ -234,6 +235,12 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         text_line=_first_line(str(data.get("text", ""))),
         states_line=", ".join(f"{k} {v}" for k, v in dict(data.get("states", {})).items()),
         lead_detail=_lead_detail(data),
+        pairs_line="; ".join(
+            f"{' × '.join(p.get('models', ()))}: {p.get('agreed')} agreed of "
+            f"{'+'.join(map(str, p.get('findings', ())))} findings"
+            for p in data.get("pairs", ())
+        )
+        or "no findings",
         testing_list=", ".join(data.get("testing", ())),
         suspects_list=", ".join(data.get("suspects", ())),
         short_command=_cut(str(data.get("command", "")), 60),
