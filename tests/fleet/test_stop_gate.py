@@ -275,3 +275,75 @@ def test_the_review_panel_sends_back_what_the_checks_let_through_then_passes_the
     assert [p["send_back"] for p in panels] == [True, False]
     assert "tests/test_calc.py" in panels[0]["reasons"][0] and panels[0]["complete"]
     assert result.status == "finished" and gate.passed_commit == panels[1]["commit"]
+
+
+def _one_task_fleet(
+    tmp_path: Path, task: Task, turns: list[dict[str, Any]], **fleet: Any
+) -> tuple[Any, list[Any]]:
+    from hilbert.fleet.plan import Plan
+    from hilbert.fleet.run import FleetConfig, run_fleet
+
+    make_repo(tmp_path / "repo")
+    with FakeServer(ScriptedPolicy.from_turns(turns)) as server, EventStore.open(tmp_path / "l.db") as store:
+        result = asyncio.run(
+            run_fleet(
+                Plan(goal="g", tasks=(task,)),
+                repo=tmp_path / "repo",
+                root=tmp_path / "run",
+                run="r",
+                model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
+                store=store,
+                env=command_env(hilbert_python_first=True),
+                config=FleetConfig(workers=1, max_attempts=1, gate_rounds=1, test_command="true"),
+                **fleet,
+            )
+        )
+        return result, store.events(run="r")
+
+
+HARDCODED = "def add(a, b):\n    if (a, b) == (2, 3):\n        return 5\n    return a - b\n"
+
+
+def test_a_plans_held_out_tests_catch_an_answer_hard_coded_for_the_visible_test(tmp_path: Path) -> None:
+    heldout = tmp_path / "private" / "T1"
+    heldout.mkdir(parents=True)
+    (heldout / "test_more.py").write_text(
+        "import calc\n\n\ndef test_add_more():\n    assert calc.add(4, 4) == 8\n"
+    )
+    task = Task(id="T1", title="fix add", verify="python -m pytest -q tests", heldout="private/T1")
+    result, events = _one_task_fleet(
+        tmp_path, task, [write("calc.py", HARDCODED), finish("fixed")], heldout_root=tmp_path
+    )
+    steps = {d["step"]: d for e in events if e.kind == "gate_step" for d in [e.data]}
+    assert steps["verify"]["passed"] and not steps["heldout"]["passed"]
+    assert "test_add_more" in steps["heldout"]["output"] and not result.all_done
+
+
+def test_heldout_folders_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    import pytest
+
+    from hilbert.errors import UserError
+
+    for folder, heldout, expected in [
+        ("a", "nowhere", "does not exist"),
+        ("b", "repo", "inside the repository"),
+    ]:
+        (tmp_path / folder).mkdir()
+        task = Task(id="T1", title="fix add", verify="true", heldout=heldout)
+        with pytest.raises(UserError, match=expected):
+            _one_task_fleet(tmp_path / folder, task, [finish("x")], heldout_root=tmp_path / folder)
+
+
+def test_a_task_the_judge_calls_impossible_goes_to_the_lead_at_once(tmp_path: Path) -> None:
+    verdict = '{"verdict": "impossible", "reasons": ["the check expects add(2, 3) to be both 5 and 6"]}'
+    with FakeServer(ScriptedPolicy.from_turns([verdict])) as judge:
+        judge_model = make_model(f"anthropic:fake-judge@{judge.base_url}", env={})
+        task = Task(id="T1", title="fix add", verify="python -m pytest -q tests")
+        fix = write("calc.py", "def add(a, b):\n    return a + b\n")
+        result, events = _one_task_fleet(tmp_path, task, [fix, finish("fixed")], judge_model=judge_model)
+    escalated = [e.data for e in events if e.kind == "task_escalated"]
+    assert result.states["T1"].status == "escalated" and result.states["T1"].attempts <= 1
+    assert (
+        len(escalated) == 1 and "impossible" in escalated[0]["why"] and "both 5 and 6" in escalated[0]["why"]
+    )
+    assert not [e for e in events if e.kind == "task_retried"]  # not retried: the lead decides
