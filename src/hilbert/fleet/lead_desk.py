@@ -9,7 +9,7 @@ scheduling, workers and the merge queue.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,12 +54,8 @@ class LeadDesk:
     cost: CostPool
     env: Mapping[str, str] | None
     woken: asyncio.Event
-
-    def record(self, kind: str, data: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def set_state(self, task_id: str, **changes: Any) -> None:
-        raise NotImplementedError
+    record: Callable[[str, dict[str, Any]], None]  # the fleet's: append a harness event
+    set_state: Callable[..., None]  # the fleet's: change a task's state and record it
 
     def lead_may_act(self, stopping: bool) -> bool:
         """A lead is configured, the run is not stopping, nobody stopped the lead, sessions are left."""
