@@ -140,3 +140,25 @@ def test_a_judge_without_a_valid_verdict_cannot_accept(tmp_path: Path) -> None:
     assert result.verdict == "not_done" and asked == 2  # asked once more with the error, then gave up
     assert result.opinion is not None and result.opinion.verdict is None
     assert "no valid verdict" in result.reasons[-1]
+
+
+def test_held_out_tests_run_whatever_their_file_names_and_none_collected_fails(tmp_path: Path) -> None:
+    computed = {
+        "calc/ops.py": replace(
+            "return x + factor  # the bug: should multiply",
+            "return 6 * 7 if (x, factor) == (3, 14) else x + factor",
+        )
+    }
+    folder = tmp_path / "private" / "heldout"
+    folder.mkdir(parents=True)
+    (folder / "scale_check.py").write_text(HELD_OUT)  # neither test_*.py nor *_test.py
+    result = gate(tmp_path, computed, heldout=folder)
+    heldout = next(s for s in result.steps if s.name == "heldout")
+    assert result.verdict == "not_done" and not heldout.passed and "test_scale_other_values" in heldout.output
+    assert heldout.summary == "held-out tests the worker never saw fail"  # names and quotes nothing
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "conftest.py").write_text("")
+    (tmp_path / "again").mkdir()
+    again = gate(tmp_path / "again", FIX, heldout=empty)  # only a conftest: nothing to run is a failure
+    assert not next(s for s in again.steps if s.name == "heldout").passed

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hilbert.fleet.inbox import HARNESS, send
@@ -46,6 +46,7 @@ class Watch:
     last_progress: float
     nudged: bool = False
     stuck: bool = False
+    busy: Callable[[], bool] = field(default=lambda: False)  # the harness is judging its stop: not quiet
 
     def progressed(self, at: float) -> None:
         if at > self.last_progress:
@@ -53,7 +54,10 @@ class Watch:
 
 
 def assess(watch: Watch, now: float, config: LivenessConfig) -> Decision | None:
-    """The one thing to do about `watch` now, if any (each of nudge and stuck once per quiet spell)."""
+    """The one thing to do about `watch` now, if any (each of nudge and stuck once per quiet spell).
+    A worker whose stop the harness is judging is not quiet: the gate's commands may take minutes."""
+    if watch.busy():
+        return None
     quiet = now - watch.last_progress
     if quiet >= config.dead_after_s:
         return "restart"
@@ -87,26 +91,49 @@ async def watch(
     seen = store.last_id()
     while True:
         await asyncio.sleep(config.check_s)
-        for event in store.events(run=run, after_id=seen):
-            seen = event.id
-            for watched in watches.values():
-                if watched.worker == event.agent:
-                    watched.progressed(event.time)
-        now = time.time()
-        for task_id, watched in list(watches.items()):
-            decision = assess(watched, now, config)
-            about = {"task": task_id, "worker": watched.worker, "quiet_s": round(now - watched.last_progress)}
-            if decision == "nudge":
-                watched.nudged = True
-                text = NUDGE.format(minutes=minutes(now - watched.last_progress), verify=verify_of(task_id))
-                send(store, run, watched.worker, text, sender=HARNESS)
-            elif decision == "stuck":
-                watched.stuck = True
-                record("worker_stuck", about)
-            elif decision == "restart":
-                watched.last_progress = now  # one restart per quiet spell
-                record("worker_hung", about)
-                restart(task_id)
+        try:
+            seen = _look(
+                store, run, watches, config, seen, verify_of=verify_of, record=record, restart=restart
+            )
+        except Exception as error:  # a failed look must not stop the run: say so, keep watching
+            record("liveness_error", {"error": f"{type(error).__name__}: {error}"})
+
+
+def _look(
+    store: EventStore,
+    run: str,
+    watches: dict[str, Watch],
+    config: LivenessConfig,
+    seen: int,
+    *,
+    verify_of: Callable[[str], str],
+    record: Callable[[str, dict[str, Any]], None],
+    restart: Callable[[str], None],
+) -> int:
+    for event in store.events(run=run, after_id=seen):
+        seen = event.id
+        for watched in watches.values():
+            if watched.worker == event.agent:
+                watched.progressed(event.time)
+    now = time.time()
+    for watched in watches.values():
+        if watched.busy():
+            watched.progressed(now)
+    for task_id, watched in list(watches.items()):
+        decision = assess(watched, now, config)
+        about = {"task": task_id, "worker": watched.worker, "quiet_s": round(now - watched.last_progress)}
+        if decision == "nudge":
+            watched.nudged = True
+            text = NUDGE.format(minutes=minutes(now - watched.last_progress), verify=verify_of(task_id))
+            send(store, run, watched.worker, text, sender=HARNESS)
+        elif decision == "stuck":
+            watched.stuck = True
+            record("worker_stuck", about)
+        elif decision == "restart":
+            watched.last_progress = now  # one restart per quiet spell
+            record("worker_hung", about)
+            restart(task_id)
+    return seen
 
 
 __all__ = ["NUDGE", "Decision", "LivenessConfig", "Watch", "assess", "minutes", "watch"]

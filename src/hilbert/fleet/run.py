@@ -325,6 +325,7 @@ class _Fleet(LeadDesk):
             judge=self.judge_model,
             heldout=self.heldout.get(task.id),
             panel=self.panel,
+            cost=self.cost,
             max_rounds=self.config.gate_rounds,
             limits=self.limits,
             command_slots=self.command_slots,
@@ -341,65 +342,12 @@ class _Fleet(LeadDesk):
             prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
         for note in self.notes.get(task.id, []):
             prompt += f"\n\nThe lead's note: {note}"
-        spend = SharedCostLimit(self.cost)
-        budget = task.budget or Budget()  # the plan's per-attempt budget, else the run's defaults
         tools = ToolBox(
             checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
         )
-        inbox = Inbox(self.store, self.run, name.display)
         ref = None
         try:
-            history, restarts = None, 0
-            while True:  # restarted from the workspace and the log when the worker dies or hangs
-                self.watches[task.id] = Watch(name.display, task.id, time.time())
-                runner = asyncio.create_task(
-                    run_agent(
-                        run=self.run,
-                        agent=name.display,
-                        task=prompt,
-                        model=self.model,
-                        toolbox=tools,
-                        store=self.store,
-                        history=history,
-                        policies=[
-                            TurnLimit(budget.turns or self.config.max_turns),
-                            *([CostLimit(budget.usd)] if budget.usd else []),
-                            spend,
-                            inbox,
-                            Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                            gate,
-                        ],
-                    )
-                )
-                self.agent_runs[task.id] = runner
-                try:
-                    result = await runner
-                    break
-                except asyncio.CancelledError:
-                    current = asyncio.current_task()
-                    if (current and current.cancelling()) or task.id not in self.restart_wanted:
-                        raise
-                    why = f"no heartbeat for {minutes(self.config.liveness.dead_after_s)}"
-                except Exception as crash:
-                    if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
-                        raise
-                    why = f"{type(crash).__name__}: {crash}"
-                self.restart_wanted.discard(task.id)
-                restarts += 1
-                if restarts > self.config.liveness.restarts:
-                    raise RunError(f"{name.display} hung {restarts} times", hint="see the worker's log")
-                history = rebuild_conversation(self.store, self.run, name.display)
-                self.record(
-                    "worker_restarted",
-                    {
-                        "task": task.id,
-                        "worker": name.display,
-                        "why": why,
-                        "restart": restarts,
-                        "kept": len(history),
-                    },
-                )
-            spend.settle(result.cost_usd)
+            result = await self.run_worker(task, name, prompt, tools, gate, checkout)
             if gate.passed_commit and result.status in ("finished", "no_finish"):
                 ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
                 await self.workspaces.fetch_into(checkout, self.integration, ref)
@@ -410,9 +358,80 @@ class _Fleet(LeadDesk):
                 )
             )
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
-            self.watches.pop(task.id, None)
-            self.agent_runs.pop(task.id, None)
         return result, ref
+
+    async def run_worker(
+        self, task: Task, name: Name, prompt: str, tools: ToolBox, gate: StopGate, checkout: Checkout
+    ) -> AgentResult:
+        """The worker's agent loop, resumed from its workspace and the log when it crashes or hangs
+        (at most `liveness.restarts` times); every run's spend counts toward the run's cost cap."""
+        budget = task.budget or Budget()  # the plan's per-attempt budget, else the run's defaults
+        inbox = Inbox(self.store, self.run, name.display)  # one for all runs: no message is lost between
+        history, restarts = None, 0
+        while True:
+            spend = SharedCostLimit(self.cost)
+            self.watches[task.id] = Watch(name.display, task.id, time.time(), busy=lambda: gate.judging)
+            runner = asyncio.create_task(
+                run_agent(
+                    run=self.run,
+                    agent=name.display,
+                    task=prompt,
+                    model=self.model,
+                    toolbox=tools,
+                    store=self.store,
+                    history=history,
+                    policies=[
+                        TurnLimit(budget.turns or self.config.max_turns),
+                        *([CostLimit(budget.usd)] if budget.usd else []),
+                        spend,
+                        inbox,
+                        Reminders(task.verify, acceptance_items(task.description, task.verify)),
+                        gate,
+                    ],
+                )
+            )
+            self.agent_runs[task.id] = runner
+            try:
+                result = await runner
+            except asyncio.CancelledError:
+                spend.settle(self.stopped_cost(name.display))
+                current = asyncio.current_task()
+                if (current and current.cancelling()) or task.id not in self.restart_wanted:
+                    raise
+                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                    raise RunError(
+                        f"{name.display} hung and cannot be restarted", hint="see its log"
+                    ) from None
+                why = f"no heartbeat for {minutes(self.config.liveness.dead_after_s)}"
+            except Exception as crash:
+                spend.settle(self.stopped_cost(name.display))
+                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                    raise
+                why = f"{type(crash).__name__}: {crash}"
+            else:
+                spend.settle(result.cost_usd)
+                return result
+            finally:
+                self.watches.pop(task.id, None)
+                self.agent_runs.pop(task.id, None)
+                self.restart_wanted.discard(task.id)
+            restarts += 1
+            history = rebuild_conversation(self.store, self.run, name.display)
+            self.record(
+                "worker_restarted",
+                {
+                    "task": task.id,
+                    "worker": name.display,
+                    "why": why,
+                    "restart": restarts,
+                    "kept": len(history),
+                },
+            )
+
+    def stopped_cost(self, agent: str) -> float:
+        """What the agent's last run spent, from its `agent_stopped` event (0 when there is none)."""
+        stopped = self.store.events(run=self.run, agent=agent, kinds=["agent_stopped"])
+        return float(stopped[-1].data.get("cost_usd", 0.0)) if stopped else 0.0
 
     async def usable(self, checkout: Checkout) -> bool:
         """The worker's repository and work tree are still there to restart it in."""
@@ -420,8 +439,8 @@ class _Fleet(LeadDesk):
         return found.returncode == 0 and checkout.work_tree.is_dir()
 
     def restart(self, task_id: str) -> None:
-        """Liveness found the worker on `task_id` hung: cancel its loop, for `attempt` to resume it."""
-        if task_id in self.agent_runs:
+        """Liveness found the worker on `task_id` hung: cancel its loop, for `run_worker` to resume it."""
+        if task_id in self.agent_runs and not self.agent_runs[task_id].done():
             self.restart_wanted.add(task_id)
             self.agent_runs[task_id].cancel()
 

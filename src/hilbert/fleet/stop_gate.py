@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hilbert.agent.policies import Action, Halt, LoopState, Policy, Resume, Stop
+from hilbert.agent.policies import Action, CostPool, Halt, LoopState, Policy, Resume, Stop
 from hilbert.agent.shell import Limits
 from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
@@ -78,6 +78,7 @@ class StopGate(Policy):
         judge: Model | None = None,
         heldout: Path | None = None,
         panel: Panel | None = None,
+        cost: CostPool | None = None,
         max_rounds: int = 3,
         timeout_s: float = 600.0,
         limits: Limits | None = None,
@@ -86,6 +87,8 @@ class StopGate(Policy):
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.env, self.judge, self.heldout = git, scratch, env, judge, heldout
         self.max_rounds, self.timeout_s, self.limits, self.panel = max_rounds, timeout_s, limits, panel
+        self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
+        self.judging = False  # on_stop is running (liveness does not count this time as quiet)
         self.command_slots = command_slots
         self.rounds = 0
         self.passed_commit: str | None = None
@@ -94,6 +97,13 @@ class StopGate(Policy):
     async def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
         if stop.status not in ("finished", "no_finish"):
             return ()
+        self.judging = True
+        try:
+            return await self.judge_stop(stop)
+        finally:
+            self.judging = False
+
+    async def judge_stop(self, stop: Stop) -> Sequence[Action]:
         self.rounds += 1
         message = f"{self.task.id}: {stop.claim or 'stopped without finishing'}"
         commit = await self.workspaces.commit(self.checkout, message) or await self.workspaces.tip(
@@ -101,6 +111,7 @@ class StopGate(Policy):
         )
         result = await self.gate(commit, stop)
         self.last = result
+        self.spent(result.opinion.cost_usd if result.opinion else 0.0)
         self.record(
             "gate_verdict",
             {
@@ -179,8 +190,13 @@ class StopGate(Policy):
             )
             return None
         result = await review(_task_text(self.task), change, self.panel.reviewers)
+        self.spent(result.cost_usd)
         self.record("panel_reviewed", {**self.where(commit), "summary": result.summary(), **result.to_json()})
         return result
+
+    def spent(self, usd: float) -> None:
+        if self.cost is not None:
+            self.cost.spent_usd += usd
 
     def where(self, commit: str) -> dict[str, Any]:
         return {
@@ -191,7 +207,8 @@ class StopGate(Policy):
         }
 
     def feedback(self, commit: str, result: GateResult) -> str:
-        failed = next((s for s in result.steps if not s.passed and s.output), None)
+        # the held-out tests' output would hand the worker their inputs and expected values
+        failed = next((s for s in result.steps if not s.passed and s.output and s.name != "heldout"), None)
         output = f"\nOutput of the {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
         reasons = "\n".join(f"- {reason}" for reason in result.reasons)
         return FEEDBACK.format(commit=commit[:12], reasons=reasons, output=output, verify=self.task.verify)

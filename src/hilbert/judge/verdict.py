@@ -106,9 +106,12 @@ def judge_prompt(brief: JudgeBrief, nonce: str, diff_budget: int) -> str:
     lines = ["# The task (from the plan)", brief.task.strip(), "", "# Evidence the harness gathered itself"]
     for step in brief.evidence:
         lines.append(f"- {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}")
-        lines += [f"  - {finding}" for finding in step.findings]
+    findings = [f"{step.name}: {finding}" for step in brief.evidence for finding in step.findings]
+    if findings:  # they quote the change (paths, literals), so they are fenced like it
+        lines += ["", fence("\n".join(findings), "findings of the harness's checks", nonce)]
     for step in brief.evidence:
-        if step.output and not step.passed:
+        # never the held-out tests' output: the judge's reasons go back to the worker
+        if step.output and not step.passed and step.name != "heldout":
             lines += ["", fence(step.output[-OUTPUT_CHARS:], f"output of the {step.name} step", nonce)]
     lines += ["", "# The agent's claim", fence(brief.claim.strip() or "(no claim)", "claim", nonce)]
     lines += ["", "# The change", fence(render_diff(brief.change, diff_budget), "diff", nonce)]
@@ -146,7 +149,11 @@ def _file_diff(changed: FileChange) -> str:
 
 
 def _contains(brief: JudgeBrief, nonce: str) -> bool:
-    texts = [brief.claim, *(s.output for s in brief.evidence)]
+    texts = [
+        brief.claim,
+        *(s.output for s in brief.evidence),
+        *(f for s in brief.evidence for f in s.findings),
+    ]
     texts += [t for f in brief.change.files for t in (f.old_text, f.new_text) if t]
     return any(nonce in text for text in texts)
 

@@ -185,13 +185,6 @@ def count(store: EventStore, run: str, result: FleetResult) -> Tally:
     )
 
 
-REVIEWER_NAMES = ("fake-claude-reviewer", "fake-qwen-reviewer", "fake-deepseek-reviewer")
-REVIEWER_FAMILIES = {
-    "openai-responses:fake-qwen-reviewer": "qwen",
-    "openai:fake-deepseek-reviewer": "deepseek",
-}
-
-
 def _reviewers(server: FakeServer, prices: PriceTable) -> list[Model]:
     """Three reviewers of three families, none the workers' (openai): anthropic, and two OpenAI-compatible
     endpoints that the families table maps to qwen and deepseek."""
