@@ -46,6 +46,7 @@ FLEET_KINDS: Final = (
     "worker_stuck",  # task, worker, quiet_s
     "worker_hung",  # task, worker, quiet_s (no heartbeat: its loop is cancelled and restarted)
     "worker_restarted",  # task, worker, why, restart, kept (messages resumed from the log)
+    "liveness_error",  # error (one look of the liveness watch failed; it keeps watching)
     "workspace_closed",  # worker, message (what was kept and why)
     "workspaces_fallback",  # strategy, why
     "merge_batch_started",  # tasks, base

@@ -189,6 +189,7 @@ _FLEET_LINES = {
     "worker_nudged": "nudged {to}: {text_line}",
     "worker_stuck": "{worker} on {task} is stuck: no progress for {quiet_s} s",
     "worker_hung": "{worker} on {task} hung: no heartbeat for {quiet_s} s; restarting it",
+    "liveness_error": "the liveness watch failed one look: {error}",
     "worker_restarted": "{worker} restarted on {task} from its workspace and {kept} logged messages ({why})",
     "workspace_closed": "{message}",
     "merge_batch_started": "merge batch {task_list} on {base:.10}",
