@@ -174,3 +174,50 @@ def test_hook_stop_honours_the_round_bound_and_bad_input_is_one_line(tmp_path: P
         gate.write_text(gate_text)
         failed = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=stdin)
         assert failed.returncode == 2 and expected in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_hook_stop_pins_the_base_keeps_ignored_files_out_and_works_before_the_first_commit(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path)
+    home = tmp_path  # the hilbert() helper runs with HOME = cwd: the person's global ignore rules live there
+    (home / ".gitconfig").write_text(f"[core]\n    excludesFile = {home / 'global-ignore'}\n")
+    (home / "global-ignore").write_text("secret.env\n")
+    (repo / "secret.env").write_text("API_KEY=do-not-upload\n")
+    gate = tmp_path / "gate.yaml"
+    gate.write_text(
+        "verify: test ! -e secret.env && python -m pytest -q tests/test_ops.py::test_add\nmax_rounds: 3\n"
+    )
+    event = {"session_id": "s3", "cwd": str(repo), "stop_hook_active": False}
+    allowed = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    assert allowed.returncode == 0 and allowed.stdout == "", allowed.stderr  # the ignored file stayed out
+
+    # the agent commits an edited test: the base stays the HEAD of the session's first stop
+    gate.write_text(f"verify: {VERIFY}\nmax_rounds: 3\n")
+    first = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    assert json.loads(first.stdout)["decision"] == "block"
+    commit(repo, EDIT_TEST)
+    again = hilbert(
+        "hook",
+        "stop",
+        "--gate",
+        str(gate),
+        cwd=tmp_path,
+        stdin=json.dumps({**event, "stop_hook_active": True}),
+    )
+    assert (
+        json.loads(again.stdout)["decision"] == "block"
+        and "tests_changed" in json.loads(again.stdout)["reason"]
+    )
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git(fresh, "init", "-q", "-b", "main")
+    (fresh / "out.txt").write_text("done\n")
+    gate.write_text("verify: grep -qx done out.txt\n")
+    unborn = hilbert(
+        "hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps({**event, "cwd": str(fresh)})
+    )
+    assert unborn.returncode == 0 and unborn.stdout == "" and "the gate passed" in unborn.stderr, (
+        unborn.stderr
+    )

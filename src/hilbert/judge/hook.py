@@ -12,21 +12,29 @@ it — and configures the hook command `hilbert hook stop --gate FILE`:
     judge_model: openai:gpt-5            # optional; else the settings' judge_model, else none
 
 Whenever the agent stops, the hook reads the protocol's JSON on stdin (`session_id`, `cwd`,
-`stop_hook_active`), snapshots the work tree as a commit without moving any ref (a private index:
-the agent's branch, index and files are untouched), runs the gate on base → snapshot, and answers
-`{"decision": "block", "reason": ...}` with the gate's reasons, or nothing to let it stop. A round
-counter per session, kept beside the gate file, bounds the blocks; a stop with `stop_hook_active`
-false starts a new count (the person spoke since). After `max_rounds` the stop is allowed — the
-harness that started the agent still gates its final work itself. An error (a bad gate file, input
-that is not the protocol's JSON) is one line on stderr with exit status 2, which Claude Code treats as a
-block with that line as the reason: the gate fails closed, and Claude Code's own limit of consecutive
-blocks ends it.
+`stop_hook_active`), snapshots the work tree as a commit without moving any ref (a private index: the
+agent's branch, index and files are untouched; the person's own ignore rules apply, so an ignored
+`.env` stays out), runs the gate on base → snapshot, and answers `{"decision": "block", "reason": ...}`
+with the gate's reasons, or nothing to let it stop.
+
+Per session, a state file beside the gate file (locked while read and written) keeps the round count
+and the base: without `base:` in the gate file, the base is the HEAD at the session's first stop, kept
+for later rounds (an agent that commits its test edits does not move it). A stop with
+`stop_hook_active` false starts a new count (the person spoke since). Each stop the hook gates counts
+as a round, an error included: at most `max_rounds` blocks, then the stop is allowed — whoever started
+the agent still gates its final work. An error is one line on stderr with exit status 2, which Claude
+Code treats as a block with that line as the reason (the gate fails closed within the same bound). A
+task the judge calls impossible is not blocked: the agent may stop, and the note says why.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
-from collections.abc import Callable, Mapping
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +97,7 @@ def read_gate_spec(path: Path) -> GateSpec:
             f"{path}: unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(known))}"
         )
     rounds = data.get("max_rounds", 3)
-    if not isinstance(rounds, int) or rounds < 0:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
         raise UserError(f"{path}: max_rounds must be a whole number ≥ 0, not {rounds!r}", hint=GATE_HINT)
     allow = data.get("allow_test_edits") or []
     if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
@@ -99,7 +107,7 @@ def read_gate_spec(path: Path) -> GateSpec:
         verify=data["verify"].strip(),
         base=str(data["base"]) if data.get("base") else None,
         task=str(data.get("task") or ""),
-        heldout=Path(heldout) if heldout else None,
+        heldout=(path.parent / str(heldout)).resolve() if heldout else None,  # relative to the gate file
         allow=Allowances(tuple(allow)),
         max_rounds=rounds,
         judge_model=str(data["judge_model"]) if data.get("judge_model") else None,
@@ -115,22 +123,44 @@ def read_hook_input(text: str) -> HookInput:
     if not isinstance(data, dict) or not isinstance(data.get("cwd"), str):
         raise UserError("the hook input has no `cwd`", hint=hint)
     return HookInput(
-        str(data.get("session_id") or "default"), Path(data["cwd"]), bool(data.get("stop_hook_active"))
+        str(data.get("session_id") or "default"), Path(data["cwd"]), data.get("stop_hook_active") is True
     )
 
 
 async def snapshot(work_tree: Path, git: Git, scratch: Path) -> tuple[Path, str]:
     """The repository root holding `work_tree`, and a commit of everything in it (untracked files
-    included, ignored ones not) on top of HEAD — made through a private index, so no ref, index or
-    file of the agent's changes."""
+    included; ignored ones not, by the person's own ignore rules too) on top of HEAD, or parentless
+    in a repository without commits — made through a private index, so no ref, index or file of the
+    agent's changes."""
     top = Path((await git.run("rev-parse", "--show-toplevel", cwd=work_tree)).stdout.strip())
-    index = {"GIT_INDEX_FILE": str(scratch / "snapshot-index")}
-    await git.run("read-tree", "HEAD", cwd=top, extra_env=index)
-    await git.run("add", "-A", cwd=top, extra_env=index)
-    tree = (await git.run("write-tree", cwd=top, extra_env=index)).stdout.strip()
+    own = {
+        "GIT_INDEX_FILE": str(scratch / "snapshot-index"),
+        "GIT_CONFIG_GLOBAL": None,
+        "HOME": os.environ.get("HOME"),
+    }
+    head = await _head(top, git)
+    await git.run("read-tree", *(["HEAD"] if head else ["--empty"]), cwd=top, extra_env=own)
+    await git.run("add", "-A", cwd=top, extra_env=own)
+    tree = (await git.run("write-tree", cwd=top, extra_env=own)).stdout.strip()
     message = b"hilbert: snapshot of the work tree for the stop gate"
-    commit = await git.run("commit-tree", tree, "-p", "HEAD", cwd=top, stdin=message)
+    parents = ["-p", head] if head else []
+    commit = await git.run("commit-tree", tree, *parents, cwd=top, stdin=message)
     return top, commit.stdout.strip()
+
+
+async def _head(top: Path, git: Git) -> str | None:
+    found = await git.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=top, check=False)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+async def _base(spec: GateSpec, top: Path, git: Git) -> str:
+    """The gate file's base, else HEAD, else (no commits yet) an empty commit."""
+    if spec.base:
+        return spec.base
+    if head := await _head(top, git):
+        return head
+    empty = (await git.run("hash-object", "-t", "tree", "--stdin", "-w", cwd=top, stdin=b"")).stdout.strip()
+    return (await git.run("commit-tree", empty, cwd=top, stdin=b"hilbert: empty base")).stdout.strip()
 
 
 async def stop_hook(
@@ -144,14 +174,18 @@ async def stop_hook(
     judge: Model | None = None,
     on_step: Callable[[Step], None] = lambda step: None,
 ) -> HookAnswer:
-    rounds = _read_rounds(rounds_file)
-    used = rounds.get(hook.session_id, 0) if hook.stop_hook_active else 0
-    if used >= spec.max_rounds:
-        return HookAnswer(
-            None, None, f"sent back {used} time(s) already (max_rounds {spec.max_rounds}); stop allowed"
-        )
-    top, head = await snapshot(hook.cwd, git, scratch)
-    base = spec.base or (await git.run("rev-parse", "HEAD", cwd=top)).stdout.strip()
+    with _sessions(rounds_file) as sessions:
+        entry = sessions.get(hook.session_id) if hook.stop_hook_active else None
+        used = _count(entry)
+        if used >= spec.max_rounds:
+            note = f"sent back {used} time(s) already (max_rounds {spec.max_rounds}); stop allowed"
+            return HookAnswer(None, None, note)
+        top = Path((await git.run("rev-parse", "--show-toplevel", cwd=hook.cwd)).stdout.strip())
+        base = str(entry["base"]) if entry else await _base(spec, top, git)
+        sessions[hook.session_id] = {"rounds": used + 1, "base": base}  # counted now: an error is a round
+    if spec.heldout is not None and spec.heldout.is_relative_to(top.resolve()):
+        raise UserError(f"heldout folder {spec.heldout} is inside the repository", hint="keep it outside")
+    _top, head = await snapshot(hook.cwd, git, scratch)
     result = await run_gate(
         top,
         base,
@@ -166,12 +200,14 @@ async def stop_hook(
         task=spec.task,
         on_step=on_step,
     )
-    if result.verdict == "done":
-        rounds.pop(hook.session_id, None)
-        _write_rounds(rounds_file, rounds)
+    if result.verdict != "not_done":
+        with _sessions(rounds_file) as sessions:
+            sessions.pop(hook.session_id, None)
+        if result.verdict == "impossible":
+            return HookAnswer(
+                None, result, "the judge says the task is impossible: " + "; ".join(result.reasons)
+            )
         return HookAnswer(None, result, "the gate passed; stop allowed")
-    rounds[hook.session_id] = used + 1
-    _write_rounds(rounds_file, rounds)
     reasons = "\n".join(f"- {reason}" for reason in result.reasons) + _failed_output(result.steps)
     reason = BLOCK.format(commit=head[:12], reasons=reasons, verify=spec.verify)
     return HookAnswer(
@@ -179,23 +215,34 @@ async def stop_hook(
     )
 
 
+def _count(entry: Mapping[str, Any] | None) -> int:
+    try:
+        return int(entry["rounds"]) if entry else 0
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
 def _failed_output(steps: tuple[Step, ...]) -> str:
     failed = next((s for s in steps if not s.passed and s.output and s.name != "heldout"), None)  # no leak
     return f"\n\nOutput of the failed {failed.name} step:\n{failed.output[-1500:]}" if failed else ""
 
 
-def _read_rounds(path: Path) -> dict[str, int]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def _write_rounds(path: Path, rounds: dict[str, int]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(rounds))
-    temporary.replace(path)
+@contextlib.contextmanager
+def _sessions(path: Path) -> Iterator[dict[str, dict[str, Any]]]:
+    """The per-session state (rounds, base) in `path`, under an exclusive lock; written back on exit."""
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        sessions = {
+            str(k): v for k, v in (data.items() if isinstance(data, dict) else []) if isinstance(v, dict)
+        }
+        yield sessions
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as out:
+            json.dump(sessions, out)
+        Path(out.name).replace(path)
 
 
 __all__ = [

@@ -76,10 +76,11 @@ class Git:
         cwd: Path | None = None,
         check: bool = True,
         stdin: bytes | None = None,
-        extra_env: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str | None] | None = None,
     ) -> GitResult:
         """Run `git <harness flags> *args`; raise RunError on a non-zero exit unless `check=False`.
-        `extra_env` adds variables (e.g. `GIT_INDEX_FILE` for a private index)."""
+        `extra_env` sets variables (e.g. `GIT_INDEX_FILE` for a private index), or removes those set
+        to None (e.g. to let a person's own git configuration apply)."""
         argv = ["git"]
         for item in HARNESS_CONFIG:
             argv += ["-c", item]
@@ -89,7 +90,7 @@ class Git:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     cwd=cwd,
-                    env={**self.environment(), **(extra_env or {})},
+                    env=_with(self.environment(), extra_env or {}),
                     stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
@@ -114,6 +115,15 @@ class Git:
 def one_line(text: str) -> str:
     """Squash git's multi-line stderr into one line."""
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or "(no message)"
+
+
+def _with(env: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
 
 
 def _describe(args: tuple[str, ...]) -> str:
