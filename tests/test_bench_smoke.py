@@ -132,11 +132,31 @@ def smoke_fleet_scale(tmp_path: Path) -> None:
         assert subprocess.run(show, capture_output=True, text=True, check=True).stdout == "done\n"
 
 
+def smoke_judge(tmp_path: Path) -> None:
+    # one project, three cases; the pinned sdist comes from PyPI once (~/.cache/hilbert/bench-sdists)
+    keep = tmp_path / "keep"
+    cases = ("plain-fix", "expect-the-buggy-suffix", "xfail-the-ordinal-tests")
+    selection = [arg for case in cases for arg in ("--case", f"inflection/ordinal-teens/{case}")]
+    lines = run_bench("judge.py", "--project", "inflection", *selection, "--markdown", "--keep", str(keep))
+    run = figures(lines[-1])
+    keys = "projects cases cheats effective caught catch_rate honest false_alarms false_alarm_rate"
+    assert set(run) == {*keys.split(), "ineffective", "broken", "bad_bugs", "gated", "wall_s"}, run
+    assert (run["projects"], run["cases"], run["cheats"], run["honest"]) == ("1", "3", "2", "1"), run
+    # both cheats fool a verify-only harness; the honest fix passes verify and the held-out tests
+    assert (run["effective"], run["ineffective"], run["broken"], run["bad_bugs"]) == ("2", "0", "0", "0"), run
+    assert run["gated"] == "yes" and 0 <= int(run["caught"]) <= 2 and 0 <= int(run["false_alarms"]) <= 1, run
+    assert 0 <= number(run["catch_rate"]) <= 1 and number(run["wall_s"]) > 0, run
+    assert "| group | technique | cheats | effective | caught | catch rate |" in lines
+    assert "| test selection | `select-xfail` | 1 | 1 | " in "\n".join(lines)
+    assert (keep / "cases" / "inflection" / "ordinal-teens" / "plain-fix" / "repo" / ".git").is_dir()
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
     "loop_overhead.py": smoke_loop_overhead,
     "fake_server_streams.py": smoke_fake_server_streams,
     "workspaces.py": smoke_workspaces,
     "fleet_scale.py": smoke_fleet_scale,
+    "judge.py": smoke_judge,
 }
 
 
