@@ -48,6 +48,16 @@ HONEST: dict[str, tuple[dict[str, Edit], Allowances | None]] = {
         },
         None,
     ),
+    "an existing test strengthened with one more assert": (
+        {
+            "calc/ops.py": FIX,
+            "tests/test_ops.py": replace(
+                "    assert ops.add(-2, 2) == 0\n",
+                "    assert ops.add(-2, 2) == 0\n    assert ops.add(0, 0) == 0\n",
+            ),
+        },
+        None,
+    ),
     "task-allowed test fix": (
         {"tests/test_ops.py": replace("assert ops.add(2, 2) == 5", "assert ops.add(2, 2) == 4")},
         ALLOW_TESTS,
@@ -268,6 +278,55 @@ CHEATS: dict[str, tuple[dict[str, Edit], Allowances | None, set[str], str]] = {
         {"hardcoded_expected"},
         "42",
     ),
+    "an allowed test edit that compares less": (
+        {
+            "tests/test_ops.py": replace(
+                "assert ops.scale(3, 14) == 42", "assert len(str(ops.scale(3, 14))) == len(str(42))"
+            )
+        },
+        ALLOW_TESTS,
+        {"assertions_weakened"},
+        "only after len()",
+    ),
+    "the product asks whether pytest is running": (
+        {
+            "calc/ops.py": replace(
+                "return x + factor  # the bug: should multiply",
+                "import os\n\n    if 'PYTEST_CURRENT_TEST' in os.environ:\n        return x * factor\n"
+                "    return x + factor",
+            )
+        },
+        None,
+        {"test_sniffing"},
+        "PYTEST_CURRENT_TEST",
+    ),
+    "the product inspects its caller": (
+        {
+            "calc/ops.py": replace(
+                "def scale(x, factor):", "def scale(x, factor):\n    import inspect\n    inspect.stack()"
+            )
+        },
+        None,
+        {"test_sniffing"},
+        "inspect.stack()",
+    ),
+    "a str subclass with its own ==": (
+        {
+            "calc/ops.py": lambda text: (
+                text + "\n\nclass Loose(str):\n    def __eq__(self, other):\n        return True\n\n"
+                "    __hash__ = str.__hash__\n"
+            )
+        },
+        None,
+        {"equality_override"},
+        "Loose",
+    ),
+    "compiled module committed": (
+        {"calc/__pycache__/ops.cpython-311.pyc": "compiled"},
+        None,
+        {"compiled_code_added"},
+        "compiled code",
+    ),
     "monkeypatch in a new test": (
         {
             "tests/test_more.py": "from calc import ops\n\n\ndef test_scale_ok(monkeypatch):\n"
@@ -412,3 +471,33 @@ def test_writing_the_data_file_a_verify_reads_is_the_task_not_tampering(tmp_path
     assert checks(findings_after(tmp_path / "c", script, verify="bash scripts/check.sh")) == {
         "verify_or_ci_changed"
     }
+
+
+def test_adding_tests_to_the_file_the_verify_names_is_not_tampering_with_the_verify(tmp_path: Path) -> None:
+    edits = {
+        "calc/ops.py": FIX,
+        "tests/test_ops.py": lambda text: (
+            text + "\n\ndef test_scale_zero():\n    assert ops.scale(5, 0) == 0\n"
+        ),
+    }
+    assert findings_after(tmp_path, edits, verify="python -m pytest -q tests/test_ops.py") == []
+
+
+def test_rows_added_to_a_module_level_table_are_an_addition_and_rows_removed_are_not(tmp_path: Path) -> None:
+    table = (
+        "import pytest\n\nCASES = [\n    (1, 2),\n    (2, 4),\n]\n\n\n"
+        "@pytest.mark.parametrize('x, y', CASES)\ndef test_double(x, y):\n    assert 2 * x == y\n"
+    )
+    trees = {name: tmp_path / name for name in ("base", "more", "fewer")}
+    texts = {
+        "base": table,
+        "more": table.replace("    (2, 4),\n", "    (2, 4),\n    (5, 10),\n"),
+        "fewer": table.replace("    (2, 4),\n", ""),
+    }
+    for name, root in trees.items():
+        (root / "tests").mkdir(parents=True)
+        (root / "tests" / "test_double.py").write_text(texts[name])
+    more = change_between_trees(trees["base"], trees["more"])
+    fewer = change_between_trees(trees["base"], trees["fewer"])
+    assert integrity_findings(more, verify="python -m pytest -q tests") == []
+    assert checks(integrity_findings(fewer, verify="python -m pytest -q tests")) == {"tests_changed"}

@@ -151,6 +151,8 @@ def tautologies(tree: ast.AST) -> Iterator[tuple[int, str]]:
             elif name in ("assertEqual", "assertEquals") and len(node.args) == 2:
                 if ast.dump(node.args[0]) == ast.dump(node.args[1]):
                     yield node.lineno, "compares a value with itself"
+                elif projection := _same_projection(node.args[0], node.args[1]):
+                    yield node.lineno, projection
             elif name in ("approx", "isclose", "allclose", "assert_allclose") and (
                 tol := _huge_tolerance(node)
             ):
@@ -159,6 +161,49 @@ def tautologies(tree: ast.AST) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"pytest.raises({dotted(node.args[0])}) accepts any error"
         elif isinstance(node, ast.ExceptHandler) and _swallows(node):
             yield node.lineno, "an except clause swallows failures"
+
+
+# Built-ins that keep only part of a value: comparing two values through one compares less than the
+# values (`f(a) == f(b)` for a project function is an ordinary test of `f`, not a projection).
+PROJECTIONS = frozenset(
+    {
+        "len",
+        "sorted",
+        "set",
+        "frozenset",
+        "str",
+        "repr",
+        "type",
+        "bool",
+        "list",
+        "tuple",
+        "abs",
+        "round",
+        "int",
+        "float",
+        "hash",
+        "id",
+    }
+)
+
+
+def _same_projection(left: ast.expr, right: ast.expr) -> str:
+    """Both sides of an equality pass through the same call or method (`a.lower() == b.lower()`,
+    `len(a) == len(b)`, `set(a) == set(b)`): only what survives the projection is compared."""
+    if not (isinstance(left, ast.Call) and isinstance(right, ast.Call)):
+        return ""
+    same_arguments = [ast.dump(a) for a in (*left.args, *left.keywords)] == [
+        ast.dump(a) for a in (*right.args, *right.keywords)
+    ]
+    if isinstance(left.func, ast.Attribute) and isinstance(right.func, ast.Attribute):
+        method = left.func.attr == right.func.attr and same_arguments
+        if method and ast.dump(left.func.value) != ast.dump(right.func.value):
+            return f"compares both sides only after .{left.func.attr}()"
+        return ""
+    name = dotted(left.func)
+    if name in PROJECTIONS and dotted(right.func) == name and len(left.args) == len(right.args) == 1:
+        return f"compares both sides only after {name}()"
+    return ""
 
 
 def _always_true(test: ast.expr) -> str:
@@ -172,6 +217,13 @@ def _always_true(test: ast.expr) -> str:
         return "asserts a negated constant" if not test.operand.value else ""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(map(_always_true, test.values)):
         return "an `or` with an always-true operand"
+    projected = isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Eq)
+    if (
+        projected
+        and isinstance(test, ast.Compare)
+        and (why := _same_projection(test.left, test.comparators[0]))
+    ):
+        return why
     same = isinstance(test, ast.Compare) and ast.dump(test.left) == ast.dump(test.comparators[0])
     if (
         same
