@@ -176,7 +176,12 @@ async def run_command(
                 heldout_root=plan_file.parent,
                 store=store,
                 env=env,
-                config=FleetConfig(workers=workers, max_turns=settings.max_turns, max_cost_usd=max_cost_usd),
+                config=FleetConfig(
+                    workers=workers,
+                    max_turns=settings.max_turns,
+                    max_cost_usd=max_cost_usd,
+                    gate_rounds=settings.gate_rounds,
+                ),
             )
     done = sum(state.status == "done" for state in result.states.values())
     echo(f"\n{done} of {len(plan.tasks)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
