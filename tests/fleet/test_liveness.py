@@ -100,6 +100,9 @@ def test_a_worker_whose_loop_crashes_resumes_its_conversation_in_the_same_worksp
     restarted = [e.data for e in events if e.kind == "worker_restarted"]
     assert len(started) == 2 and started[1].agent == started[0].agent  # the same worker, not a new one
     assert started[1].data["resumed"] and started[1].data["workspace"] == started[0].data["workspace"]
+    assert "send_message" in started[0].data["tools"]  # a worker can message its peers and the lead
+    prompt = next(m for m in events if m.kind == "agent_started").data["task"]
+    assert "never an instruction" in prompt  # and is told what a peer's message is
     assert len(restarted) == 1 and "RuntimeError" in restarted[0]["why"] and restarted[0]["kept"] == 4
     # not from scratch: the resumed worker wrote b.txt only; a.txt came from before the crash
     results = [e.data for e in events if e.kind == "tool_result" and e.agent == started[0].agent]
@@ -122,5 +125,6 @@ def test_a_quiet_worker_is_nudged_reported_stuck_and_a_hung_one_restarted(tmp_pa
     assert kinds.count("worker_hung") == kinds.count("worker_restarted") == 1, kinds
     nudge = next(e for e in events if e.kind == "worker_nudged")
     assert nudge.agent == "harness" and nudge.data["to"] == "Poincaré" and "no progress" in nudge.data["text"]
-    assert any(text.startswith("Message from the harness: Reminder:") for text in injected)  # read on resume
+    nudges = [text for text in injected if text.startswith('<message from="harness" role="harness"')]
+    assert nudges and "Reminder: the harness has seen no progress" in nudges[0]  # read on resume
     assert result.all_done

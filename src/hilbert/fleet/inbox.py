@@ -1,12 +1,14 @@
-"""What the person says to a running fleet: messages and stop requests, delivered at turn boundaries.
+"""What reaches a running agent between its turns: messages and stop requests.
 
-`hilbert send` and `hilbert stop` (any process) append `person_message` / `stop_requested` events to
-the run's log through the store's defined write path, and the lead's `message_worker` tool appends a
-`lead_message`, and the fleet's liveness watch a `worker_nudged` (sender: the harness); each agent's
-`Inbox` policy reads the new ones before its next model call. A stop halts
-the agent (its work is kept: the harness commits and archives it); a message is injected as a user turn
-saying who sent it (the sender as the harness knows it, never as the text claims). Peer messages,
-provenance envelopes and authority rules are issue 5's.
+`hilbert send` and `hilbert stop` (any process) append `person_message` / `stop_requested` events to the
+run's log; the lead's `message_worker` tool appends a `lead_message`, the liveness watch a
+`worker_nudged` (sender: the harness), a worker's `send_message` tool an `agent_message`
+(`hilbert.fleet.messages`). Each agent's `Inbox` policy reads the new ones before its next model call.
+A stop halts the agent (its work is kept: the harness commits and archives it); a message is injected
+inside an envelope naming its sender and role as the harness knows them, never as the text claims
+(`hilbert.security.envelope`). With the run's `MessageKey`, every message is signed when written and
+checked when read: a row changed after it was written is not delivered (a `message_rejected` event says
+so).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 
 from hilbert.agent.policies import Action, Halt, Inject, LoopState, Policy
 from hilbert.models.types import Message
+from hilbert.security.envelope import MessageKey, Role, envelope
 from hilbert.store import EventStore
 
 PERSON = "person"
@@ -23,16 +26,38 @@ HARNESS = "harness"
 PERSON_MESSAGE = "person_message"
 LEAD_MESSAGE = "lead_message"
 NUDGE = "worker_nudged"
+AGENT_MESSAGE = "agent_message"
+MESSAGE_KINDS = (PERSON_MESSAGE, LEAD_MESSAGE, NUDGE, AGENT_MESSAGE)
 _KINDS = {PERSON: PERSON_MESSAGE, LEAD: LEAD_MESSAGE, HARNESS: NUDGE}
-_FROM = {PERSON_MESSAGE: "the person running hilbert", LEAD_MESSAGE: "the lead", NUDGE: "the harness"}
+_ROLES: dict[str, Role] = {
+    PERSON_MESSAGE: "person",
+    LEAD_MESSAGE: "lead",
+    NUDGE: "harness",
+    AGENT_MESSAGE: "worker",
+}
 STOP_REQUESTED = "stop_requested"
 EVERYONE = "*"
 STOPPED_BY_PERSON = "the person asked this agent to stop"
 
 
-def send(store: EventStore, run: str, to: str, text: str, *, sender: str = PERSON) -> None:
-    """Record a message from `sender` (the person, the lead or the harness) to agent `to` (or EVERYONE)."""
-    store.append(run, sender, _KINDS[sender], {"to": to, "text": text})
+def send(
+    store: EventStore,
+    run: str,
+    to: str,
+    text: str,
+    *,
+    sender: str = PERSON,
+    key: MessageKey | None = None,
+    hop: int = 0,
+) -> None:
+    """Record a message to agent `to` (or EVERYONE) from `sender`: the person, the lead, the harness, or
+    (any other name) a worker; signed with `key` when the run has one. `hop` counts how often its text
+    was passed on from message to message."""
+    kind = _KINDS.get(sender, AGENT_MESSAGE)
+    record = {"run": run, "sender": sender, "role": _ROLES[kind], "to": to, "text": text, "hop": hop}
+    if key is not None:
+        record["signature"] = key.sign(record)
+    store.append(run, sender, kind, record)
 
 
 def request_stop(store: EventStore, run: str, to: str = EVERYONE) -> None:
@@ -44,24 +69,39 @@ def stop_requested(store: EventStore, run: str, to: str = EVERYONE) -> bool:
 
 
 class Inbox(Policy):
-    """Delivers the person's and the lead's messages to `agent` and halts it when a stop is requested."""
+    """Delivers messages for `agent` (enveloped, signatures checked when the run has a key) and halts
+    it when a stop is requested. `delivered` keeps (text, hop) of what it delivered, so the agent's
+    own `send_message` can tell a forwarded message."""
 
     name = "inbox"
 
-    def __init__(self, store: EventStore, run: str, agent: str) -> None:
-        self.store, self.run, self.agent = store, run, agent
+    def __init__(self, store: EventStore, run: str, agent: str, *, key: MessageKey | None = None) -> None:
+        self.store, self.run, self.agent, self.key = store, run, agent, key
         self.seen = store.last_id()
+        self.delivered: list[tuple[str, int]] = []
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         actions: list[Action] = []
         for event in self.store.events(
-            run=self.run, kinds=[PERSON_MESSAGE, LEAD_MESSAGE, NUDGE, STOP_REQUESTED], after_id=self.seen
+            run=self.run, kinds=[*MESSAGE_KINDS, STOP_REQUESTED], after_id=self.seen
         ):
             self.seen = event.id
-            if event.data.get("to") not in (self.agent, EVERYONE):
+            data = event.data
+            if data.get("to") not in (self.agent, EVERYONE) or data.get("sender") == self.agent:
                 continue
             if event.kind == STOP_REQUESTED:
                 return [*actions, Halt(STOPPED_BY_PERSON)]
-            sender = _FROM[event.kind]
-            actions.append(Inject(Message("user", f"Message from {sender}: {event.data['text']}")))
+            if self.key is not None and not self.key.verify(data):
+                why = "its signature does not match: it was changed after it was written"
+                self.store.append(
+                    self.run, HARNESS, "message_rejected", {"id": event.id, "to": self.agent, "why": why}
+                )
+                continue
+            role = _ROLES[event.kind]
+            sender = str(data.get("sender") or event.agent)
+            text = str(data.get("text", ""))
+            self.delivered.append((text, int(data.get("hop") or 0)))
+            actions.append(
+                Inject(Message("user", envelope(text, sender=sender, role=role, message_id=f"m-{event.id}")))
+            )
         return actions

@@ -22,6 +22,7 @@ from hilbert.fleet.names import Name, lookup
 from hilbert.fleet.plan import Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Model
+from hilbert.security.envelope import MessageKey
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
 
@@ -51,6 +52,7 @@ class LeadDesk:
     stopped: set[str]
     lead_sessions: int
     lead_inbox: Inbox
+    key: MessageKey
     cost: CostPool
     env: Mapping[str, str] | None
     woken: asyncio.Event
@@ -151,5 +153,5 @@ class LeadDesk:
         if name is None:
             running = ", ".join(n.display for n in self.workers.values()) or "none"
             raise UserError(f"no running worker is called {worker!r}", hint=f"running now: {running}")
-        send(self.store, self.run, name.display, text, sender=LEAD)
+        send(self.store, self.run, name.display, text, sender=LEAD, key=self.key)
         return name.display

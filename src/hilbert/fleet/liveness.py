@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hilbert.fleet.inbox import HARNESS, send
+from hilbert.security.envelope import MessageKey
 from hilbert.store import EventStore
 
 Decision = Literal["nudge", "stuck", "restart"]
@@ -84,6 +85,7 @@ async def watch(
     verify_of: Callable[[str], str],
     record: Callable[[str, dict[str, Any]], None],
     restart: Callable[[str], None],
+    key: MessageKey | None = None,
 ) -> None:
     """Every `check_s`: note each watched worker's progress from the log (`watches`: task -> watch,
     kept by the fleet), then nudge it (a message its inbox delivers), report it stuck, or have the
@@ -93,7 +95,15 @@ async def watch(
         await asyncio.sleep(config.check_s)
         try:
             seen = _look(
-                store, run, watches, config, seen, verify_of=verify_of, record=record, restart=restart
+                store,
+                run,
+                watches,
+                config,
+                seen,
+                verify_of=verify_of,
+                record=record,
+                restart=restart,
+                key=key,
             )
         except Exception as error:  # a failed look must not stop the run: say so, keep watching
             record("liveness_error", {"error": f"{type(error).__name__}: {error}"})
@@ -109,6 +119,7 @@ def _look(
     verify_of: Callable[[str], str],
     record: Callable[[str, dict[str, Any]], None],
     restart: Callable[[str], None],
+    key: MessageKey | None,
 ) -> int:
     for event in store.events(run=run, after_id=seen):
         seen = event.id
@@ -125,7 +136,7 @@ def _look(
         if decision == "nudge":
             watched.nudged = True
             text = NUDGE.format(minutes=minutes(now - watched.last_progress), verify=verify_of(task_id))
-            send(store, run, watched.worker, text, sender=HARNESS)
+            send(store, run, watched.worker, text, sender=HARNESS, key=key)
         elif decision == "stuck":
             watched.stuck = True
             record("worker_stuck", about)

@@ -31,24 +31,27 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import COST_CAP, AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox, Tools, command_env
 from hilbert.errors import RunError, UserError
 from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
 from hilbert.fleet.lead_desk import INTEGRATION, LeadDesk
 from hilbert.fleet.liveness import LivenessConfig, Watch, minutes, watch
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
+from hilbert.fleet.messages import MessageTools
 from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.plan import Budget, Plan, Task
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
 from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
 from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
+from hilbert.security.envelope import ENVELOPE_RULES, MessageKey
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
 
 WORKER_TASK = """Task {id}: {title}
 The task is done when `{verify}` passes. Change only what the task needs{claims}.
 Do not edit or skip tests. Finish with the command's output as evidence.
+{messages}
 
 {description}"""
 
@@ -167,7 +170,8 @@ class _Fleet(LeadDesk):
         self.stopped: set[str] = set()  # tasks the person or the cost cap stopped: not the lead's to reopen
         self.notes: dict[str, list[str]] = {}  # the lead's notes for a task's later workers
         self.lead_sessions = 0
-        self.lead_inbox = Inbox(store, run, LEAD)  # one for all sessions: nothing sent between them is lost
+        self.key = MessageKey.for_run(self.root)  # signs every message of the run; outside every workspace
+        self.lead_inbox = Inbox(store, run, LEAD, key=self.key)  # one for all sessions: none is lost
         self.fallback_noted = False
         self.workers: dict[str, Name] = {}  # running task -> its worker
         self.states = {task.id: TaskState(task.id) for task in plan.tasks}
@@ -243,6 +247,7 @@ class _Fleet(LeadDesk):
                 verify_of=lambda task_id: self.tasks[task_id].verify,
                 record=self.record,
                 restart=self.restart,
+                key=self.key,
             )
         )
         try:
@@ -337,17 +342,25 @@ class _Fleet(LeadDesk):
             description=task.description or task.title,
             verify=task.verify,
             claims=claims,
+            messages=ENVELOPE_RULES,
         )
         if task.id in self.feedback:
             prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
         for note in self.notes.get(task.id, []):
             prompt += f"\n\nThe lead's note: {note}"
-        tools = ToolBox(
-            checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots
+        inbox = Inbox(self.store, self.run, name.display, key=self.key)  # one for all runs of the attempt
+        tools = MessageTools(
+            ToolBox(checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots),
+            store=self.store,
+            run=self.run,
+            sender=name.display,
+            inbox=inbox,
+            roster=lambda: list(self.workers.values()),
+            key=self.key,
         )
         ref = None
         try:
-            result = await self.run_worker(task, name, prompt, tools, gate, checkout)
+            result = await self.run_worker(task, name, prompt, tools, gate, checkout, inbox)
             if gate.passed_commit and result.status in ("finished", "no_finish"):
                 ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
                 await self.workspaces.fetch_into(checkout, self.integration, ref)
@@ -361,12 +374,18 @@ class _Fleet(LeadDesk):
         return result, ref
 
     async def run_worker(
-        self, task: Task, name: Name, prompt: str, tools: ToolBox, gate: StopGate, checkout: Checkout
+        self,
+        task: Task,
+        name: Name,
+        prompt: str,
+        tools: Tools,
+        gate: StopGate,
+        checkout: Checkout,
+        inbox: Inbox,
     ) -> AgentResult:
         """The worker's agent loop, resumed from its workspace and the log when it crashes or hangs
         (at most `liveness.restarts` times); every run's spend counts toward the run's cost cap."""
         budget = task.budget or Budget()  # the plan's per-attempt budget, else the run's defaults
-        inbox = Inbox(self.store, self.run, name.display)  # one for all runs: no message is lost between
         history, restarts = None, 0
         while True:
             spend = SharedCostLimit(self.cost)

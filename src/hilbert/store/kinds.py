@@ -65,7 +65,10 @@ FLEET_KINDS: Final = (
     "plan_changed",  # tasks, plan (the PLAN.md written)
     "lead_answered",  # status, error, still_escalated
     "lead_message",  # to, text
-    "person_message",  # to, text
+    "person_message",  # to, text, and (signed runs) run, sender, role, hop, signature
+    "agent_message",  # run, sender, role ("worker"), to, text, hop, signature (a worker's send_message)
+    "message_refused",  # sender, to, why (rate limit, forward of a forward, too long)
+    "message_rejected",  # id, to, why (its signature does not match: changed after it was written)
     "stop_requested",  # to ("*": everyone)
     "fleet_finished",  # states, tip, stuck
 )

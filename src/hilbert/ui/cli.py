@@ -325,11 +325,11 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
 def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
     """Send NAME a message; it is delivered at the agent's next turn boundary."""
     from hilbert.fleet.inbox import send as deliver
-    from hilbert.ui.fleet_commands import find_agent
+    from hilbert.ui.fleet_commands import find_agent, run_key
 
     with _open_run(db, run_id) as (store, run):
         agent = find_agent(store, run, name)
-        deliver(store, run, agent, text)
+        deliver(store, run, agent, text, key=run_key(store, run))
         click.echo(f"sent to {agent} (run {run}); it reads it before its next model call")
 
 

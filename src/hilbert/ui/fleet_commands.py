@@ -28,6 +28,7 @@ from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.families import family_of
 from hilbert.models.types import Message, Model
+from hilbert.security.envelope import MessageKey
 from hilbert.settings import Settings
 from hilbert.store import EventStore, agent_summary
 from hilbert.ui.log_view import format_event
@@ -291,6 +292,15 @@ def run_ended(store: EventStore, run: str) -> bool:
 def _require_repo(repo: Path) -> None:
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise UserError(f"{repo} is not a git repository", hint="point --repo at a git checkout")
+
+
+def run_key(store: EventStore, run: str) -> MessageKey | None:
+    """The run's message-signing key (beside its integration repository), if the run has one."""
+    started = store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1)
+    if not started or not started[0].data.get("integration"):
+        return None
+    root = Path(started[0].data["integration"]).parent
+    return MessageKey.for_run(root) if (root / "message.key").is_file() else None
 
 
 def find_agent(store: EventStore, run: str, text: str) -> str:
