@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck install install-dev tools clean
+.PHONY: demo test lint typecheck install install-dev tools sandbox clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,14 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
-demo: install
+# bubblewrap sandboxes workers' shell commands; without it hilbert refuses them (unless --unsandboxed).
+sandbox:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; } || \
+	  echo "note: bubblewrap is not installed (needs root and apt); hilbert will refuse workers' shell commands unless you pass --unsandboxed"
+
+demo: install sandbox
 	$(BIN)/hilbert demo
 
 lint: install-dev
@@ -31,7 +38,7 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy
 
-test: install-dev tools lint typecheck
+test: install-dev tools sandbox lint typecheck
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 # External clients used by the interop tests, each in its own git-ignored prefix (see tools/README.md).

@@ -151,12 +151,22 @@ def smoke_judge(tmp_path: Path) -> None:
     assert (keep / "cases" / "inflection" / "ordinal-teens" / "plain-fix" / "repo" / ".git").is_dir()
 
 
+def smoke_sandbox(tmp_path: Path) -> None:
+    lines = run_bench("sandbox.py", "--runs", "3")
+    run = figures(lines[-1])
+    assert (run["runs"], run["sandbox"]) == ("3", "bubblewrap"), run
+    for key in ("true_direct_ms", "true_sandbox_ms", "python_direct_ms", "python_sandbox_ms", "ratio_true"):
+        assert number(run[key]) > 0, run
+    assert any(line.startswith("| `true` |") for line in lines), lines
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
     "loop_overhead.py": smoke_loop_overhead,
     "fake_server_streams.py": smoke_fake_server_streams,
     "workspaces.py": smoke_workspaces,
     "fleet_scale.py": smoke_fleet_scale,
     "judge.py": smoke_judge,
+    "sandbox.py": smoke_sandbox,
 }
 
 

@@ -44,6 +44,7 @@ class Settings:
     reviewers: tuple[str, ...] = ()  # the review panel's models (distinct families); none: no panel
     panel_size: int = 3  # reviewers per change, one per family
     panel_paths: tuple[str, ...] = ()  # review only changes touching these globs; empty: every change
+    unsandboxed: bool = False  # accept running workers' commands without a sandbox (none found)
     gate_rounds: int = 3  # how often the stop gate checks one attempt before it ends (sent back N-1 times)
     families: Mapping[str, str] = field(default_factory=dict)  # "provider:name" (or glob) -> family
     max_turns: int = 60

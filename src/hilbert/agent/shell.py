@@ -109,16 +109,17 @@ async def run_command(
     timeout_s: float,
     output: Output,
     limits: Limits | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> CommandResult:
+    """Run `bash -c command` (through `wrap`, e.g. a sandbox, when given) and collect its output."""
     # The output goes through a pipe of our own rather than asyncio's: asyncio's `wait()` would also
     # wait for its pipe to close, which a background child (even one in a new session) can hold open
     # forever. With our own pipe, waiting is for the command alone and we close the pipe ourselves.
     read_fd, write_fd = os.pipe()
     try:
+        argv = ["bash", "-c", command]
         proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
+            *(wrap(argv) if wrap else argv),
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,

@@ -6,11 +6,12 @@ raises for a bad call: a refused path, a missing file, a non-unique edit or malf
 back as an error result the model can read and act on.
 
 Shell commands run with the workspace as working directory, a timeout (the process group is killed),
-and API keys, tokens and other secrets removed from their environment. Output beyond
+API keys, tokens and other secrets removed from their environment, and — given a `Sandbox`
+(`hilbert.security.sandbox`) — inside it: only the workspace writable, no network, the run's other
+folders hidden; a `refuse` sandbox answers every command with a tool error. Output beyond
 `max_output_chars` is cut to its head and tail, and the whole output is saved under
 `.hilbert/outputs/` in the workspace so the agent can read it with read_file (see `shell.py`).
-The sandbox (only the workspace writable, no network) is a later issue's `Sandbox.run` seam; until
-then shell commands are confined by working directory only.
+Without a sandbox (library use, tests) commands are confined by working directory only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 from hilbert.agent.paths import ToolRefused, confine, relative
 from hilbert.agent.shell import Limits, Output, run_command
 from hilbert.models.types import ToolCall, ToolSpec
+from hilbert.security.sandbox import REFUSED, Sandbox
 
 FINISH = "finish"
 SECRET_ENV = re.compile(r"API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|CREDENTIAL", re.IGNORECASE)
@@ -153,9 +155,12 @@ class ToolBox:
         env: Mapping[str, str] | None = None,
         limits: Limits | None = None,
         command_slots: asyncio.Semaphore | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         """`limits` bound each shell command's CPU time and memory; `command_slots`, shared by a fleet,
-        bounds how many commands (tests, builds) run at once, apart from how many agents think."""
+        bounds how many commands (tests, builds) run at once, apart from how many agents think;
+        `sandbox` is where the commands run (None: in the workspace, unconfined)."""
+        self.sandbox = sandbox
         self.root = workspace.resolve()
         self.limits = limits or Limits()
         self.command_slots = command_slots
@@ -281,6 +286,9 @@ class ToolBox:
         timeout = (
             self.shell_timeout_s if not timeout_s or timeout_s <= 0 else min(timeout_s, self.shell_timeout_s)
         )
+        if self.sandbox is not None and self.sandbox.kind == "refuse":
+            return ToolOutcome(REFUSED, True)
+        sandbox = self.sandbox
         async with self.command_slots or contextlib.nullcontext():
             done = await run_command(
                 command,
@@ -289,6 +297,7 @@ class ToolBox:
                 timeout_s=timeout,
                 output=self._output(),
                 limits=self.limits,
+                wrap=(lambda argv: sandbox.wrap(argv, self.root, self.root)) if sandbox else None,
             )
         text = done.output.render(self.root)
         if done.exit_code is None:

@@ -34,6 +34,7 @@ from hilbert.fleet.lead_tools import TASK_SCHEMA
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import ToolCall, ToolSpec
+from hilbert.security.sandbox import Sandbox
 
 READ_TOOLS = ("read_file", "list_files", "grep")
 REOPENABLE = frozenset({"escalated", "impossible"})
@@ -130,8 +131,9 @@ class EscalationToolBox:
         *,
         max_reopens: int = 2,
         env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
-        self._files = ToolBox(workspace, env=env)
+        self._files = ToolBox(workspace, env=env, sandbox=sandbox)
         self.root = self._files.root
         self.fleet, self.max_reopens = fleet, max_reopens
         self.actions = 0

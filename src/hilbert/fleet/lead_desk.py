@@ -23,6 +23,7 @@ from hilbert.fleet.plan import Plan, Task, write_plan
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
+from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
 
@@ -53,6 +54,7 @@ class LeadDesk:
     lead_sessions: int
     lead_inbox: Inbox
     key: MessageKey
+    sandbox: Sandbox | None
     cost: CostPool
     env: Mapping[str, str] | None
     woken: asyncio.Event
@@ -78,7 +80,9 @@ class LeadDesk:
         checkout = await self.workspaces.provision(f"lead-{self.lead_sessions}", tip)
         running = {task: name.display for task, name in self.workers.items()}
         brief = escalation_brief(self.plan, self.states, escalated, self.feedback, running=running)
-        tools = EscalationToolBox(checkout.work_tree, self, max_reopens=self.config.max_reopens, env=self.env)
+        tools = EscalationToolBox(
+            checkout.work_tree, self, max_reopens=self.config.max_reopens, env=self.env, sandbox=self.sandbox
+        )
         spend = SharedCostLimit(self.cost)
         try:
             result = await run_agent(

@@ -151,6 +151,12 @@ class Scratch:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             out, _ = await proc.communicate()
+        except BaseException:  # cancelled: kill the whole group and reap it before going
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+            raise
         text = out.decode("utf-8", "replace")
         if timed_out:
             text += f"\n[hilbert: killed after {self.timeout_s:g}s]"

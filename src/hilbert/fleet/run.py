@@ -45,6 +45,7 @@ from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
 from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
 from hilbert.security.envelope import ENVELOPE_RULES, MessageKey
+from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
 
@@ -103,15 +104,18 @@ async def run_fleet(
     judge_model: Model | None = None,
     panel: Panel | None = None,
     heldout_root: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
     escalated tasks stay escalated; with it, the lead answers them with tools. `judge_model` gives the
     stop gate its model verdict and `panel` reviews what it passed; a task's `heldout` folder is read
-    relative to `heldout_root` (the plan's folder)."""
+    relative to `heldout_root` (the plan's folder). With a `sandbox`, every command of a worker, of the
+    lead and of the stop gate runs in it, with the run's folder and the repository hidden."""
     _allow_open_files(16 * config.workers + 256)
     heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
     fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
     fleet.judge_model, fleet.panel, fleet.heldout = judge_model, panel, heldout
+    fleet.sandbox = sandbox.hiding(fleet.root, Path(repo).absolute()) if sandbox else None
     return await fleet.go(Path(repo).absolute())
 
 
@@ -184,6 +188,7 @@ class _Fleet(LeadDesk):
         self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
         self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
         self.judge_model: Model | None = None
+        self.sandbox: Sandbox | None = None
         self.watches: dict[str, Watch] = {}  # running task -> what liveness knows of its worker
         self.agent_runs: dict[str, asyncio.Task[AgentResult]] = {}  # running task -> its agent loop
         self.restart_wanted: set[str] = set()  # tasks whose hung worker liveness cancelled
@@ -229,6 +234,9 @@ class _Fleet(LeadDesk):
                 "workers": self.config.workers,
                 "model": self.model.name,
                 "integration": str(self.integration),
+                "sandbox": self.sandbox.describe()
+                if self.sandbox
+                else "none (commands confined by folder only)",
                 "pid": os.getpid(),  # so a view can tell a run whose process died (its agents are dead)
                 "host": socket.gethostname(),
             },
@@ -331,6 +339,7 @@ class _Fleet(LeadDesk):
             heldout=self.heldout.get(task.id),
             panel=self.panel,
             cost=self.cost,
+            sandbox=self.sandbox,
             max_rounds=self.config.gate_rounds,
             limits=self.limits,
             command_slots=self.command_slots,
@@ -350,7 +359,13 @@ class _Fleet(LeadDesk):
             prompt += f"\n\nThe lead's note: {note}"
         inbox = Inbox(self.store, self.run, name.display, key=self.key)  # one for all runs of the attempt
         tools = MessageTools(
-            ToolBox(checkout.work_tree, env=self.env, limits=self.limits, command_slots=self.command_slots),
+            ToolBox(
+                checkout.work_tree,
+                env=self.env,
+                limits=self.limits,
+                command_slots=self.command_slots,
+                sandbox=self.sandbox,
+            ),
             store=self.store,
             run=self.run,
             sender=name.display,

@@ -35,6 +35,7 @@ from hilbert.judge.change import Allowances, change_between
 from hilbert.judge.gate import GateResult, Step, run_gate
 from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
 from hilbert.models.types import Message, Model
+from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
 
@@ -79,6 +80,7 @@ class StopGate(Policy):
         heldout: Path | None = None,
         panel: Panel | None = None,
         cost: CostPool | None = None,
+        sandbox: Sandbox | None = None,
         max_rounds: int = 3,
         timeout_s: float = 600.0,
         limits: Limits | None = None,
@@ -88,6 +90,7 @@ class StopGate(Policy):
         self.git, self.scratch, self.env, self.judge, self.heldout = git, scratch, env, judge, heldout
         self.max_rounds, self.timeout_s, self.limits, self.panel = max_rounds, timeout_s, limits, panel
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
+        self.sandbox = sandbox  # the gate runs the worker's code (its tests): in the same sandbox
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
         self.command_slots = command_slots
         self.rounds = 0
@@ -175,6 +178,7 @@ class StopGate(Policy):
                     task=_task_text(self.task),
                     claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
                     on_step=recorded,
+                    sandbox=self.sandbox,
                 )
         finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True))

@@ -33,6 +33,7 @@ from hilbert.judge.change import Allowances, FileChange, change_between, is_test
 from hilbert.judge.integrity import integrity_findings
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
 from hilbert.models.types import Model
+from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces.git import Git
 
 NO_MODEL = "skipped: no judge model was named, so the verdict rests on the checks alone"
@@ -119,11 +120,12 @@ async def run_gate(
     task: str = "",
     claim: str = "",
     on_step: Callable[[Step], None] = lambda step: None,
+    sandbox: Sandbox | None = None,
 ) -> GateResult:
     """The gate for `head` against `base` in the git repository `repo`: the evidence steps, then the
     judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Model errors
     propagate: an outage is not a verdict."""
-    runner = _Runner(Path(repo), Path(scratch), git, env, timeout_s, limits)
+    runner = _Runner(Path(repo), Path(scratch), git, env, timeout_s, limits, sandbox)
     steps: list[Step] = []
 
     def done(step: Step) -> None:
@@ -167,9 +169,10 @@ class _Runner:
         env: Mapping[str, str],
         timeout_s: float,
         limits: Limits | None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.repo, self.scratch, self.git, self.env = repo, scratch, git, env
-        self.timeout_s, self.limits = timeout_s, limits
+        self.timeout_s, self.limits, self.sandbox = timeout_s, limits, sandbox
         self.exports = 0
 
     async def verify(self, head: str, command: str) -> Step:
@@ -224,8 +227,15 @@ class _Runner:
 
     async def run(self, name: str, command: str, tree: Path) -> Step:
         output = Output(3000, lambda: None)
+        sandbox = self.sandbox  # the worker's code runs here too (its tests, its conftest): same sandbox
         done = await run_command(
-            command, cwd=tree, env=self.env, timeout_s=self.timeout_s, output=output, limits=self.limits
+            command,
+            cwd=tree,
+            env=self.env,
+            timeout_s=self.timeout_s,
+            output=output,
+            limits=self.limits,
+            wrap=(lambda argv: sandbox.wrap(argv, tree, tree)) if sandbox else None,
         )
         text = done.output.render(tree)
         how = "timed out" if done.exit_code is None else f"exit {done.exit_code}"

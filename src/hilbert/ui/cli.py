@@ -122,7 +122,10 @@ def agent(task: str, workspace: Path, name: str, **options: Any) -> None:
     show_default=True,
     help="With --single: the wire protocol the agent uses to reach the fake model.",
 )
-def demo(directory: Path, seed: int | None, workers: int, single: bool, protocol: str) -> None:
+@click.option("--unsandboxed", is_flag=True, help="Accept running the workers' commands without a sandbox.")
+def demo(
+    directory: Path, seed: int | None, workers: int, single: bool, protocol: str, unsandboxed: bool
+) -> None:
     """Offline demo: a lead and a fleet of workers fix a generated project against the fake model server."""
     if single:
         from hilbert.ui.demo import run_demo
@@ -131,7 +134,7 @@ def demo(directory: Path, seed: int | None, workers: int, single: bool, protocol
     else:
         from hilbert.ui.fleet_demo import run_fleet_demo
 
-        ok = asyncio.run(run_fleet_demo(directory, seed=seed, workers=workers))
+        ok = asyncio.run(run_fleet_demo(directory, seed=seed, workers=workers, unsandboxed=unsandboxed))
     sys.exit(0 if ok else 1)
 
 
@@ -215,6 +218,12 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
 @_MODEL
 @click.option("--lead-model", help="The lead's model (planning, escalations); default: --model.")
 @click.option("--judge-model", help="The stop gate's judge model, of another family than --model.")
+@click.option(
+    "--unsandboxed",
+    is_flag=True,
+    default=None,
+    help="Accept running workers' commands without a sandbox when this machine has none (bubblewrap).",
+)
 @click.option(
     "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
 )

@@ -29,6 +29,7 @@ from hilbert.models import PriceTable, make_model
 from hilbert.models.families import family_of
 from hilbert.models.types import Message, Model
 from hilbert.security.envelope import MessageKey
+from hilbert.security.sandbox import INSTALL_HINT, Sandbox, detect
 from hilbert.settings import Settings
 from hilbert.store import EventStore, agent_summary
 from hilbert.ui.log_view import format_event
@@ -82,6 +83,15 @@ def gate_models(settings: Settings) -> tuple[Model | None, Panel | None]:
     reviewers = make_reviewers([model_named(settings, name) for name in names], settings.families)
     policy = PanelPolicy("paths", settings.panel_paths) if settings.panel_paths else PanelPolicy()
     return judge, Panel(tuple(reviewers), policy)
+
+
+def required_sandbox(settings: Settings) -> Sandbox:
+    """The sandbox workers' commands will run in; a `UserError` when there is none and the person has
+    not accepted running without one (hilbert fails closed)."""
+    sandbox = detect(accept_unsandboxed=settings.unsandboxed)
+    if sandbox.kind == "refuse":
+        raise UserError(f"no sandbox for workers' shell commands: {sandbox.why}", hint=INSTALL_HINT)
+    return sandbox
 
 
 def default_plan_path(repo: Path) -> Path:
@@ -152,6 +162,7 @@ async def run_command(
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
     model, lead_model = model_from(settings), model_from(settings, lead=True)
     judge_model, panel = gate_models(settings)
+    sandbox = required_sandbox(settings)
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
     with EventStore.open(settings.db_path) as store:
@@ -159,6 +170,7 @@ async def run_command(
             f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name}, "
             f"the lead on {lead_model.name} (log: {settings.db_path})"
         )
+        echo(f"workers' commands: {sandbox.describe()}")
         echo(
             f"stop gate: verify, integrity, held-out tests; judge model: "
             f"{judge_model.name if judge_model else 'none (the checks decide)'}; review panel: "
@@ -175,6 +187,7 @@ async def run_command(
                 judge_model=judge_model,
                 panel=panel,
                 heldout_root=plan_file.parent,
+                sandbox=sandbox.hiding(settings.home),
                 store=store,
                 env=env,
                 config=FleetConfig(
@@ -196,8 +209,11 @@ async def run_command(
 
 
 def status_lines(store: EventStore, run: str, now: float | None = None) -> list[str]:
-    """One line per agent of `run`: name, task, state, turns, tokens, cost, age of its last event."""
+    """One line per agent of `run`: name, task, state, turns, tokens, cost, age of its last event; each
+    line of a run whose workers' commands run without a sandbox says so."""
     now = time.time() if now is None else now
+    started = store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1)
+    unsandboxed = bool(started) and str(started[0].data.get("sandbox", "")).startswith("UNSANDBOXED")
     tasks = {
         e.data.get("worker"): e.data.get("task")
         for e in store.events(run=run, agent=HARNESS, kinds=["task_started"])
@@ -212,6 +228,7 @@ def status_lines(store: EventStore, run: str, now: float | None = None) -> list[
         lines.append(
             f"{agent:<14} {tasks.get(agent) or '-':<6} {states[agent]:<10} turns {s.turns:>3}  "
             f"tokens {tokens:>9,}  ${s.cost_usd:>8.4f}  last event {now - s.last_event_at:>5.0f}s ago"
+            + ("  [UNSANDBOXED]" if unsandboxed else "")
         )
     return lines
 

@@ -38,7 +38,7 @@ from hilbert.store.summary import agent_summary
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.demo import SONNET_LIKE_PRICE, fresh_demo_dir, last_line, run_tests
-from hilbert.ui.fleet_commands import plan_command
+from hilbert.ui.fleet_commands import plan_command, required_sandbox
 from hilbert.ui.run_agent import printing
 
 GOAL = "Make the test suite pass without changing the tests."
@@ -90,8 +90,11 @@ class Tally:
     cost_usd: float
 
 
-async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WORKERS) -> bool:
+async def run_fleet_demo(
+    directory: Path, *, seed: int | None, workers: int = WORKERS, unsandboxed: bool = False
+) -> bool:
     started = time.monotonic()
+    sandbox = required_sandbox(Settings(unsandboxed=unsandboxed))  # fails closed before anything runs
     seed = random.randrange(100_000) if seed is None else seed
     directory = fresh_demo_dir(directory)
     repo = directory / "project"
@@ -137,6 +140,7 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
         for task in plan.tasks[:3]:
             click.echo(f"    {task.id} — {task.title}: `{task.verify}`")
         click.secho(f"\nThe fleet works ({workers} at once)", bold=True)
+        click.echo(f"  workers' commands: {sandbox.describe()}")
         run = f"demo-fleet-{seed}"
         with EventStore.open(settings.db_path) as store:
             async with printing(store, run, _indented, kinds=PROGRESS):
@@ -152,6 +156,7 @@ async def run_fleet_demo(directory: Path, *, seed: int | None, workers: int = WO
                     store=store,
                     env=env,
                     config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
+                    sandbox=sandbox,
                 )
             tally = count(store, run, result)
             planned = [r for r in store.runs() if r.startswith("plan-")][-1]  # the lead's planning run

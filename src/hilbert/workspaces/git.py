@@ -18,7 +18,9 @@ Nothing here knows about workspaces; that lives in `hilbert.workspaces.workspace
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,10 +96,15 @@ class Git:
                     stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
+                    start_new_session=True,  # its own group: cancelled, it is killed with its children
                 )
             except FileNotFoundError as err:
                 raise RunError("git is not installed", hint="install git (2.30 or newer) and retry") from err
-            out, err_out = await proc.communicate(stdin)
+            try:
+                out, err_out = await proc.communicate(stdin)
+            except BaseException:  # cancelled: never leave a git process running unwatched
+                await _reap(proc)
+                raise
         result = GitResult(
             args=tuple(argv[1 + 2 * len(HARNESS_CONFIG) :]),
             returncode=proc.returncode if proc.returncode is not None else -1,
@@ -115,6 +122,15 @@ class Git:
 def one_line(text: str) -> str:
     """Squash git's multi-line stderr into one line."""
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or "(no message)"
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill `proc`'s process group and wait for it (its pipes and transport closed), even while being
+    cancelled: a child of git (a hook, an alias) would otherwise hold the pipes open."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.shield(proc.wait())
 
 
 def _with(env: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -1,0 +1,155 @@
+"""Workers' shell commands run in a sandbox: only the workspace writable, the run's other folders hidden,
+no network — and with no sandbox and no consent, they do not run at all."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hilbert.agent.tools import ToolBox, command_env
+from hilbert.models.types import ToolCall
+from hilbert.security.sandbox import REFUSED, Sandbox, detect
+
+
+def shell(box: ToolBox, command: str) -> str:
+    outcome = asyncio.run(box.run(ToolCall("c1", "shell", {"command": command})))
+    return outcome.content
+
+
+@pytest.fixture
+def sandbox() -> Sandbox:
+    found = detect()
+    if found.kind != "bubblewrap":
+        pytest.fail(
+            f"no sandbox on this machine ({found.why}): run `make sandbox` (see README)", pytrace=False
+        )
+    return found
+
+
+def test_only_the_workspace_is_writable_and_the_other_workspaces_are_hidden(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    run_root = tmp_path / "run"
+    mine, theirs = run_root / "workspaces" / "noether", run_root / "workspaces" / "gauss"
+    for folder in (mine, theirs):
+        folder.mkdir(parents=True)
+    (theirs / "work.py").write_text("precious = True\n")
+    (run_root / "message.key").write_text("00" * 32)
+    box = ToolBox(mine, sandbox=sandbox.hiding(run_root))
+    out = shell(
+        box,
+        f"echo mine > notes.txt; ls {theirs}; cat {run_root}/message.key; rm -rf {theirs}; touch /etc/owned",
+    )
+    assert out.startswith("[exit 1]") and "Read-only file system" in out, out
+    assert (mine / "notes.txt").read_text() == "mine\n"  # its own workspace is writable
+    assert (theirs / "work.py").read_text() == "precious = True\n"  # a peer's work survives rm -rf
+    assert "00000000" not in out and not Path("/etc/owned").exists()  # the key was not readable
+
+
+def test_there_is_no_network_inside(tmp_path: Path, sandbox: Sandbox) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    probe = (
+        f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\""
+    )
+    try:
+        inside = shell(ToolBox(tmp_path, sandbox=sandbox), probe)
+        outside = shell(ToolBox(tmp_path), probe)
+    finally:
+        server.close()
+    assert inside.startswith("[exit 1]") and "ConnectionRefusedError" in inside, inside
+    assert outside.startswith("[exit 0]"), outside  # the same command reaches it unsandboxed
+
+
+def test_without_a_sandbox_and_without_consent_commands_are_refused(tmp_path: Path) -> None:
+    refused = detect(which=lambda name: None)
+    assert refused.kind == "refuse" and "not installed" in refused.why
+    assert detect(which=lambda name: None, accept_unsandboxed=True).kind == "unsandboxed"
+    box = ToolBox(tmp_path, sandbox=refused)
+    outcome = asyncio.run(box.run(ToolCall("c1", "shell", {"command": "touch x"})))
+    assert outcome.is_error and outcome.content == REFUSED and not (tmp_path / "x").exists()
+
+
+def test_hilbert_run_fails_closed_without_a_sandbox_in_one_line(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH with git and bash but no bwrap
+    bin_dir.mkdir()
+    for tool in ("git", "bash"):
+        os.symlink(
+            subprocess.run(["which", tool], capture_output=True, text=True, check=True).stdout.strip(),
+            bin_dir / tool,
+        )
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (tmp_path / "PLAN.md").write_text("# goal\n\n## T1 — t\n\n```yaml hilbert-task\nverify: 'true'\n```\n")
+    env = {**command_env(), "PATH": str(bin_dir), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hilbert.ui.cli",
+            "run",
+            "--plan",
+            "PLAN.md",
+            "--repo",
+            "repo",
+            "--model",
+            "openai:m@http://127.0.0.1:9/v1",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert (
+        "no sandbox for workers' shell commands: bubblewrap is not installed" in lines[0]
+        and "--unsandboxed" in lines[0]
+    )
+
+
+def test_the_stop_gate_runs_the_workers_tests_in_the_sandbox_too(tmp_path: Path, sandbox: Sandbox) -> None:
+    """The gate runs code the worker wrote (its tests, a conftest): that code gets the same walls."""
+    from hilbert.judge.gate import run_gate
+    from hilbert.workspaces.git import Git
+
+    repo, outside = tmp_path / "repo", tmp_path / "outside.txt"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "base"], check=True)
+    conftest = f"from pathlib import Path\n\nPath({str(outside)!r}).write_text('reached')\n"
+    (repo / "tests" / "conftest.py").write_text(conftest)
+    subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "work"], check=True)
+    (tmp_path / "home").mkdir()
+
+    def gate(walls: Sandbox | None) -> bool:
+        result = asyncio.run(
+            run_gate(
+                repo,
+                "HEAD~1",
+                "HEAD",
+                verify="python -m pytest -q -p no:cacheprovider tests",
+                scratch=tmp_path / "scratch" / str(walls is None),
+                git=Git(home=tmp_path / "home"),
+                env=command_env(hilbert_python_first=True),
+                sandbox=walls,
+            )
+        )
+        return result.steps[0].passed
+
+    assert gate(sandbox.hiding(repo)) and not outside.exists()  # the conftest's write stayed inside
+    assert gate(None) and outside.read_text() == "reached"  # without the sandbox it lands
