@@ -134,28 +134,37 @@ async def run_command(
     finally:
         os.close(write_fd)
     reader = asyncio.StreamReader()
-    pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
-    )
+    pipe_file = os.fdopen(read_fd, "rb", buffering=0)
+    pipe: asyncio.BaseTransport | None = None
+    pumping: asyncio.Task[None] | None = None
+    try:  # from here on, however this ends (cancelled included), the group is killed and reaped
+        pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe_file
+        )
 
-    async def pump() -> None:
-        while chunk := await reader.read(65536):
-            output.add(chunk)
+        async def pump() -> None:
+            while chunk := await reader.read(65536):
+                output.add(chunk)
 
-    pumping = asyncio.create_task(pump())
-    try:
-        exit_code: int | None = await asyncio.wait_for(proc.wait(), timeout_s)
-        await asyncio.wait({pumping}, timeout=DRAIN_S)  # what it printed last, unless a child holds the pipe
-    except TimeoutError:
-        exit_code = None
+        pumping = asyncio.create_task(pump())
+        try:
+            exit_code: int | None = await asyncio.wait_for(proc.wait(), timeout_s)
+            await asyncio.wait({pumping}, timeout=DRAIN_S)  # its last words, unless a child holds the pipe
+        except TimeoutError:
+            exit_code = None
     finally:
         _kill_group(proc.pid)
         if proc.returncode is None:
-            await proc.wait()
-        await asyncio.wait({pumping}, timeout=0.1)
-        pumping.cancel()
-        await asyncio.gather(pumping, return_exceptions=True)
-        pipe.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+        if pumping is not None:
+            await asyncio.wait({pumping}, timeout=0.1)
+            pumping.cancel()
+            await asyncio.gather(pumping, return_exceptions=True)
+        if pipe is not None:
+            pipe.close()
+        else:
+            pipe_file.close()
         output.close()
     return CommandResult(exit_code, output)
 
