@@ -1,13 +1,14 @@
 """Running a plan: named workers in isolated workspaces, the stop gate, the merge queue.
 
 `run_fleet` is the local runtime's loop (a Ray runtime can replace it later): it asks the pure
-`scheduler` what may start, provisions each worker a workspace at the integration tip, runs hilbert's
-agent loop with `Reminders` and the `StopGate` on stop (verify on a clean export, integrity checks,
-held-out tests, the judge model when the run has one), sends gated commits through the `MergeQueue`,
-and retries or escalates failures; a task the judge calls impossible goes to the lead at once.
-Escalated tasks go to the lead (given a `lead_model`): a session of the agent loop whose tools
-(`escalation`) reassign, split, add, mark impossible or message workers — the run applies what it
-decides (`steer`) and records it. Every decision is an event of the harness (agent
+`scheduler` what may start; each worker's attempt (`worker_desk`) gets a workspace at the integration
+tip and hilbert's agent loop with `Reminders` and the `StopGate` on stop (verify on a clean export,
+integrity checks, held-out tests, the judge model when the run has one); the run sends gated commits
+through the `MergeQueue`, watches liveness, and retries or escalates failures; a task the judge calls
+impossible goes to the lead at once.
+Escalated tasks go to the lead (given a `lead_model`, `lead_desk`): a session of the agent loop whose
+tools (`escalation`) reassign, split, add, mark impossible or message workers — the run applies what
+it decides (`steer`) and records it. Every decision is an event of the harness (agent
 "harness") in the run's log, so `status` and resume can be derived from the log.
 
 The person's repository is never written: the run works in a bare clone of it under `root`, whose
@@ -21,40 +22,29 @@ import contextlib
 import os
 import resource
 import socket
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import COST_CAP, AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
-from hilbert.agent.reminders import Reminders, acceptance_items
+from hilbert.agent.policies import COST_CAP, AgentResult, CostPool
 from hilbert.agent.shell import Limits
-from hilbert.agent.tools import ToolBox, Tools, command_env
-from hilbert.errors import RunError, UserError
+from hilbert.errors import UserError
 from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
 from hilbert.fleet.lead_desk import INTEGRATION, LeadDesk
-from hilbert.fleet.liveness import LivenessConfig, Watch, minutes, watch
+from hilbert.fleet.liveness import LivenessConfig, Watch, watch
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
-from hilbert.fleet.messages import MessageTools
 from hilbert.fleet.names import Name, allocate
-from hilbert.fleet.plan import Budget, Plan, Task
+from hilbert.fleet.plan import Plan
 from hilbert.fleet.scheduler import TaskState, after_failure, blocked, ready
-from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel, StopGate
+from hilbert.fleet.stop_gate import IMPOSSIBLE, Panel
+from hilbert.fleet.worker_desk import WorkerDesk
 from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
-from hilbert.security.envelope import ENVELOPE_RULES, MessageKey
+from hilbert.security.envelope import MessageKey
 from hilbert.security.sandbox import Sandbox
-from hilbert.store import EventStore, rebuild_conversation
-from hilbert.workspaces import Checkout, Git, Workspaces
-
-WORKER_TASK = """Task {id}: {title}
-The task is done when `{verify}` passes. Change only what the task needs{claims}.
-Do not edit or skip tests. Finish with the command's output as evidence.
-{messages}
-
-{description}"""
+from hilbert.store import EventStore
+from hilbert.workspaces import Git, Workspaces
 
 
 @dataclass(frozen=True)
@@ -150,7 +140,7 @@ def _allow_open_files(needed: int) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-class _Fleet(LeadDesk):
+class _Fleet(LeadDesk, WorkerDesk):
     def __init__(
         self,
         plan: Plan,
@@ -315,174 +305,6 @@ class _Fleet(LeadDesk):
             {"states": {k: v.status for k, v in self.states.items()}, "tip": tip, "stuck": stuck},
         )
         return FleetResult(dict(self.states), self.integration, tip, stuck)
-
-    async def attempt(self, task: Task, name: Name) -> tuple[AgentResult, str | None]:
-        """One worker's attempt at a task; its verified commit, already fetched for the merge queue.
-        The workspace is closed (removed when its work is safe in the integration repo, else archived)
-        however the attempt ends, cancellation included."""
-        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
-        checkout = await self.workspaces.provision(name.id, tip)
-        self.note_fallback()
-        self.record(
-            "task_started",
-            {"task": task.id, "worker": name.display, "base": tip, "workspace": str(checkout.work_tree)},
-        )
-        gate = StopGate(
-            task,
-            self.workspaces,
-            checkout,
-            self.record,
-            git=self.git,
-            scratch=self.root / "gate",
-            env=command_env(self.env),
-            judge=self.judge_model,
-            heldout=self.heldout.get(task.id),
-            panel=self.panel,
-            cost=self.cost,
-            sandbox=self.sandbox,
-            max_rounds=self.config.gate_rounds,
-            limits=self.limits,
-            command_slots=self.command_slots,
-        )
-        claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
-        prompt = WORKER_TASK.format(
-            id=task.id,
-            title=task.title,
-            description=task.description or task.title,
-            verify=task.verify,
-            claims=claims,
-            messages=ENVELOPE_RULES,
-        )
-        if task.id in self.feedback:
-            prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
-        for note in self.notes.get(task.id, []):
-            prompt += f"\n\nThe lead's note: {note}"
-        inbox = Inbox(self.store, self.run, name.display, key=self.key)  # one for all runs of the attempt
-        tools = MessageTools(
-            ToolBox(
-                checkout.work_tree,
-                env=self.env,
-                limits=self.limits,
-                command_slots=self.command_slots,
-                sandbox=self.sandbox,
-            ),
-            store=self.store,
-            run=self.run,
-            sender=name.display,
-            inbox=inbox,
-            roster=lambda: list(self.workers.values()),
-            key=self.key,
-        )
-        ref = None
-        try:
-            result = await self.run_worker(task, name, prompt, tools, gate, checkout, inbox)
-            if gate.passed_commit and result.status in ("finished", "no_finish"):
-                ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
-                await self.workspaces.fetch_into(checkout, self.integration, ref)
-        finally:  # work that reached the integration repo as a candidate is kept there; the rest archived
-            kept = await asyncio.shield(
-                self.workspaces.archive_or_remove(
-                    checkout, self.integration, ref or f"refs/heads/{INTEGRATION}"
-                )
-            )
-            self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
-        return result, ref
-
-    async def run_worker(
-        self,
-        task: Task,
-        name: Name,
-        prompt: str,
-        tools: Tools,
-        gate: StopGate,
-        checkout: Checkout,
-        inbox: Inbox,
-    ) -> AgentResult:
-        """The worker's agent loop, resumed from its workspace and the log when it crashes or hangs
-        (at most `liveness.restarts` times); every run's spend counts toward the run's cost cap."""
-        budget = task.budget or Budget()  # the plan's per-attempt budget, else the run's defaults
-        history, restarts = None, 0
-        while True:
-            spend = SharedCostLimit(self.cost)
-            self.watches[task.id] = Watch(name.display, task.id, time.time(), busy=lambda: gate.judging)
-            runner = asyncio.create_task(
-                run_agent(
-                    run=self.run,
-                    agent=name.display,
-                    task=prompt,
-                    model=self.model,
-                    toolbox=tools,
-                    store=self.store,
-                    history=history,
-                    policies=[
-                        TurnLimit(budget.turns or self.config.max_turns),
-                        *([CostLimit(budget.usd)] if budget.usd else []),
-                        spend,
-                        inbox,
-                        Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                        gate,
-                    ],
-                )
-            )
-            self.agent_runs[task.id] = runner
-            try:
-                result = await runner
-            except asyncio.CancelledError:
-                spend.settle(self.stopped_cost(name.display))
-                current = asyncio.current_task()
-                if (current and current.cancelling()) or task.id not in self.restart_wanted:
-                    raise
-                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
-                    raise RunError(
-                        f"{name.display} hung and cannot be restarted", hint="see its log"
-                    ) from None
-                why = f"no heartbeat for {minutes(self.config.liveness.dead_after_s)}"
-            except Exception as crash:
-                spend.settle(self.stopped_cost(name.display))
-                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
-                    raise
-                why = f"{type(crash).__name__}: {crash}"
-            else:
-                spend.settle(result.cost_usd)
-                return result
-            finally:
-                self.watches.pop(task.id, None)
-                self.agent_runs.pop(task.id, None)
-                self.restart_wanted.discard(task.id)
-            restarts += 1
-            history = rebuild_conversation(self.store, self.run, name.display)
-            self.record(
-                "worker_restarted",
-                {
-                    "task": task.id,
-                    "worker": name.display,
-                    "why": why,
-                    "restart": restarts,
-                    "kept": len(history),
-                },
-            )
-
-    def stopped_cost(self, agent: str) -> float:
-        """What the agent's last run spent, from its `agent_stopped` event (0 when there is none)."""
-        stopped = self.store.events(run=self.run, agent=agent, kinds=["agent_stopped"])
-        return float(stopped[-1].data.get("cost_usd", 0.0)) if stopped else 0.0
-
-    async def usable(self, checkout: Checkout) -> bool:
-        """The worker's repository and work tree are still there to restart it in."""
-        found = await self.git.run("rev-parse", "--git-dir", cwd=checkout.git_dir, check=False)
-        return found.returncode == 0 and checkout.work_tree.is_dir()
-
-    def restart(self, task_id: str) -> None:
-        """Liveness found the worker on `task_id` hung: cancel its loop, for `run_worker` to resume it."""
-        if task_id in self.agent_runs and not self.agent_runs[task_id].done():
-            self.restart_wanted.add(task_id)
-            self.agent_runs[task_id].cancel()
-
-    def note_fallback(self) -> None:
-        """Say once in the log that workspaces fell back to full private clones, and why."""
-        if self.workspaces.fallback_reason and not self.fallback_noted:
-            self.fallback_noted = True
-            self.record("workspaces_fallback", {"strategy": "clone", "why": self.workspaces.fallback_reason})
 
     def attempted(self, task_id: str, finished: asyncio.Task[tuple[AgentResult, str | None]]) -> None:
         if finished.exception() is not None:  # a harness step failed (git, the disk): the task is retried
