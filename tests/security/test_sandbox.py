@@ -153,3 +153,20 @@ def test_the_stop_gate_runs_the_workers_tests_in_the_sandbox_too(tmp_path: Path,
 
     assert gate(sandbox.hiding(repo)) and not outside.exists()  # the conftest's write stayed inside
     assert gate(None) and outside.read_text() == "reached"  # without the sandbox it lands
+
+
+def test_tools_that_live_under_tmp_still_run_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox has a private /tmp; a venv or a tool folder on PATH under /tmp (a checkout in /tmp, as
+    on CI) is bound back read-only, so commands still find it."""
+    tools = tmp_path / "tools" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "hello").write_text("#!/bin/sh\necho hello from under tmp\n")
+    (tools / "hello").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    found = detect()
+    assert found.kind == "bubblewrap" and tools in found.keep
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    out = shell(ToolBox(workspace, sandbox=found), f"hello; touch {tools}/owned")
+    assert "hello from under tmp" in out and "Read-only file system" in out, out
+    assert not (tools / "owned").exists()

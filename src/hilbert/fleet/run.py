@@ -100,12 +100,13 @@ async def run_fleet(
     escalated tasks stay escalated; with it, the lead answers them with tools. `judge_model` gives the
     stop gate its model verdict and `panel` reviews what it passed; a task's `heldout` folder is read
     relative to `heldout_root` (the plan's folder). With a `sandbox`, every command of a worker, of the
-    lead and of the stop gate runs in it, with the run's folder and the repository hidden."""
+    lead and of the stop gate runs in it, with the run's folder hidden (other workspaces, git dirs, the
+    message key) and the rest of the machine, the person's repository included, read-only."""
     _allow_open_files(16 * config.workers + 256)
     heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
     fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
     fleet.judge_model, fleet.panel, fleet.heldout = judge_model, panel, heldout
-    fleet.sandbox = sandbox.hiding(fleet.root, Path(repo).absolute()) if sandbox else None
+    fleet.sandbox = sandbox.hiding(fleet.root) if sandbox else None  # the repository stays, read-only
     return await fleet.go(Path(repo).absolute())
 
 

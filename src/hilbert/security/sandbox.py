@@ -3,10 +3,12 @@ no network — or nowhere, when there is no sandbox and the person has not accep
 
 `detect(...)` picks, in order:
 
-- **bubblewrap** (`bwrap`, installed by `make` where apt can): the whole file system read-only, a private
-  `/tmp`, `/dev` and `/proc`, the `hidden` folders (the run's private folder with every other workspace,
-  the git directories and the message key; the person's repository; hilbert's home) replaced by empty
-  ones, the workspace bound back writable, every namespace unshared (no network unless asked for);
+- **bubblewrap** (`bwrap`, installed by `make` where apt can): the whole file system read-only (the
+  person's repository included), a private `/tmp`, `/dev` and `/proc` (what commands need from the real
+  `/tmp` — the interpreter's prefix, folders on PATH — bound back read-only), the `hidden` folders (the
+  run's private folder with every other workspace, the git directories and the message key; hilbert's
+  home) replaced by empty ones, the workspace bound back writable, every namespace unshared (no network
+  unless asked for);
 - **unsandboxed**, only when the person accepted it (`--unsandboxed`): commands run as before, and every
   status line says so;
 - else **refuse**: a worker's shell command is answered with a tool error saying why, and nothing runs.
@@ -18,8 +20,11 @@ seam the shell tool uses.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +44,7 @@ class Sandbox:
     binary: str | None = None
     hidden: tuple[Path, ...] = ()
     network: bool = False
+    keep: tuple[Path, ...] = ()  # folders under /tmp that commands need (read-only): the venv, PATH
     why: str = ""  # for `refuse`: why no sandbox was found
 
     def wrap(self, argv: Sequence[str], workspace: Path, cwd: Path) -> list[str]:
@@ -49,6 +55,9 @@ class Sandbox:
             return list(argv)
         args = [self.binary, "--die-with-parent", "--unshare-all", *(["--share-net"] if self.network else [])]
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for folder in self.keep:
+            if folder.is_dir():
+                args += ["--ro-bind", str(folder), str(folder)]
         for folder in self.hidden:  # emptied; the workspace, bound after, shows through even inside one
             if folder.is_dir():
                 args += ["--tmpfs", str(folder.resolve())]
@@ -65,7 +74,7 @@ class Sandbox:
 
     def hiding(self, *folders: Path) -> Sandbox:
         """This sandbox with `folders` hidden too."""
-        return Sandbox(self.kind, self.binary, (*self.hidden, *folders), self.network, self.why)
+        return dataclasses.replace(self, hidden=(*self.hidden, *folders))
 
 
 def detect(
@@ -86,12 +95,26 @@ def detect(
             why = f"bubblewrap does not run here: {error}"
         else:
             if done.returncode == 0:
-                return Sandbox("bubblewrap", binary, tuple(hidden), network)
+                return Sandbox("bubblewrap", binary, tuple(hidden), network, keep=_needed_under_tmp())
             said = done.stderr.strip().splitlines()
             why = f"bubblewrap does not run here: {said[-1] if said else f'exit {done.returncode}'}"
     if accept_unsandboxed:
         return Sandbox("unsandboxed")
     return Sandbox("refuse", why=why)
+
+
+def _needed_under_tmp() -> tuple[Path, ...]:
+    """The interpreter's prefixes and the PATH folders that live under /tmp (which the sandbox replaces),
+    resolved, outermost first; a venv in a checkout under /tmp keeps working inside."""
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, *os.environ.get("PATH", "").split(os.pathsep)}
+    found = set()
+    for entry in candidates:
+        if entry:
+            path = Path(entry).resolve()
+            if path.is_relative_to("/tmp") and path != Path("/tmp") and path.is_dir():
+                found.add(path)
+    outermost = [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+    return tuple(sorted(outermost))
 
 
 __all__ = ["INSTALL_HINT", "REFUSED", "Sandbox", "detect"]
