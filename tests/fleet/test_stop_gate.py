@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,57 @@ def write(path: str, content: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]}
 
 
-def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> None:
+@dataclass
+class Gated:
+    """One agent's run with a StopGate on stop: its result, the gate, the gate's events, and the JSON
+    bodies of the requests the model server received (what the agent was told)."""
+
+    result: Any
+    gate: StopGate
+    events: list[tuple[str, dict[str, Any]]]
+    requests: list[str]
+
+
+def gated_agent(
+    tmp_path: Path, task: Task, turns: list[dict[str, Any]], *, worker: str = "gauss", **gate: Any
+) -> Gated:
+    """Run a scripted agent on a fresh copy of the repository, gated by a `StopGate(**gate)`."""
     make_repo(tmp_path / "repo")
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    async def main() -> Gated:
+        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
+        checkout = await spaces.provision(worker, "main")
+        stop_gate = StopGate(
+            task,
+            spaces,
+            checkout,
+            lambda kind, data: events.append((kind, data)),
+            git=Git(home=tmp_path / "run" / "home"),
+            scratch=tmp_path / "run" / "scratch",
+            env=command_env(hilbert_python_first=True),
+            **gate,
+        )
+        with (
+            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
+            EventStore.open(tmp_path / "l.db") as store,
+        ):
+            result = await run_agent(
+                run="r",
+                agent=worker,
+                task="make the check pass",
+                model=make_model(f"anthropic:fake@{server.base_url}", env={}),
+                store=store,
+                toolbox=ToolBox(checkout.work_tree),
+                policies=[stop_gate],
+            )
+            bodies = [json.dumps(r["body"]) for r in server.requests if r.get("body")]
+        return Gated(result, stop_gate, events, bodies)
+
+    return asyncio.run(main())
+
+
+def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> None:
     # 1: claims done without a change; 2: a git-ignored "fix" that only works in its own workspace;
     # 3: claims again; 4: the real fix; 5: finish.
     hack = "import calc\ncalc.add = lambda a, b: a + b\n"
@@ -62,38 +112,9 @@ def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> Non
         write("calc.py", "def add(a, b):\n    return a + b\n"),
         finish("really fixed"),
     ]
-    events: list[tuple[str, dict[str, Any]]] = []
-
-    async def main() -> tuple[Any, StopGate]:
-        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
-        checkout = await spaces.provision("gauss", "main")
-        task = Task(id="T1", title="fix add", verify=CHECK, claims=("calc.py",))
-        verify = StopGate(
-            task,
-            spaces,
-            checkout,
-            lambda kind, data: events.append((kind, data)),
-            git=Git(home=tmp_path / "run" / "home"),
-            scratch=tmp_path / "run" / "scratch",
-            env=command_env(hilbert_python_first=True),
-        )
-        with (
-            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
-            EventStore.open(tmp_path / "log.db") as store,
-        ):
-            model = make_model(f"anthropic:fake@{server.base_url}", env={})
-            result = await run_agent(
-                run="r",
-                agent="gauss",
-                task="make check.py pass",
-                model=model,
-                store=store,
-                toolbox=ToolBox(checkout.work_tree),
-                policies=[verify],
-            )
-        return result, verify
-
-    result, verify = asyncio.run(main())
+    task = Task(id="T1", title="fix add", verify=CHECK, claims=("calc.py",))
+    run = gated_agent(tmp_path, task, turns)
+    result, verify, events = run.result, run.gate, run.events
     assert result.status == "finished" and result.claim == "really fixed" and result.turns == 5
     runs = [data for kind, data in events if kind == "gate_step" and data["step"] == "verify"]
     verdicts = [data for kind, data in events if kind == "gate_verdict"]
@@ -111,43 +132,15 @@ def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> Non
 
 
 def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) -> None:
-    make_repo(tmp_path / "repo")
-
-    async def main() -> Any:
-        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
-        checkout = await spaces.provision("noether", "main")
-        task = Task(id="T1", title="fix add", verify=CHECK)
-        verify = StopGate(
-            task,
-            spaces,
-            checkout,
-            lambda kind, data: None,
-            git=Git(home=tmp_path / "run" / "home"),
-            max_rounds=2,
-            scratch=tmp_path / "run" / "scratch",
-            env=command_env(hilbert_python_first=True),
-        )
-        with FakeServer(ScriptedPolicy.from_turns([finish("a"), finish("b"), finish("c")])) as server:
-            model = make_model(f"openai:fake@{server.openai_base_url}", env={})
-            with EventStore.open(tmp_path / "log.db") as store:
-                return await run_agent(
-                    run="r",
-                    agent="noether",
-                    task="t",
-                    model=model,
-                    store=store,
-                    toolbox=ToolBox(checkout.work_tree),
-                    policies=[verify],
-                )
-
-    result = asyncio.run(main())
+    task = Task(id="T1", title="fix add", verify=CHECK)
+    run = gated_agent(tmp_path, task, [finish("a"), finish("b"), finish("c")], worker="noether", max_rounds=2)
+    result = run.result
     assert result.status == "halted" and "still refuses after 2 rounds" in result.reason and result.turns == 2
 
 
 def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_real_fix_lands(
     tmp_path: Path,
 ) -> None:
-    make_repo(tmp_path / "repo")
     weakened = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == -1\n"
     turns = [
         write("tests/test_calc.py", weakened),  # makes the task's check pass by editing the test
@@ -156,40 +149,9 @@ def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_re
         write("calc.py", "def add(a, b):\n    return a + b\n"),
         finish("fixed add"),
     ]
-    events: list[tuple[str, dict[str, Any]]] = []
-    seen: list[str] = []
-
-    async def main() -> Any:
-        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
-        checkout = await spaces.provision("hypatia", "main")
-        task = Task(id="T1", title="fix add", verify="python -m pytest -q tests")
-        gate = StopGate(
-            task,
-            spaces,
-            checkout,
-            lambda kind, data: events.append((kind, data)),
-            git=Git(home=tmp_path / "run" / "home"),
-            scratch=tmp_path / "run" / "scratch",
-            env=command_env(hilbert_python_first=True),
-        )
-        with (
-            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
-            EventStore.open(tmp_path / "l.db") as store,
-        ):
-            model = make_model(f"anthropic:fake@{server.base_url}", env={})
-            result = await run_agent(
-                run="r",
-                agent="hypatia",
-                task="make the tests pass",
-                model=model,
-                store=store,
-                toolbox=ToolBox(checkout.work_tree),
-                policies=[gate],
-            )
-            seen.extend(json.dumps(r["body"]) for r in server.requests if r.get("body"))
-        return result
-
-    result = asyncio.run(main())
+    task = Task(id="T1", title="fix add", verify="python -m pytest -q tests")
+    run = gated_agent(tmp_path, task, turns, worker="hypatia")
+    result, events, seen = run.result, run.events, run.requests
     verdicts = [data for kind, data in events if kind == "gate_verdict"]
     steps = [(d["round"], d["step"], d["passed"]) for kind, d in events if kind == "gate_step"]
     assert result.status == "finished" and [v["verdict"] for v in verdicts] == ["not_done", "done"]
@@ -208,7 +170,6 @@ def test_the_review_panel_sends_back_what_the_checks_let_through_then_passes_the
     from hilbert.fleet.stop_gate import Panel
     from hilbert.judge.panel import make_reviewers
 
-    make_repo(tmp_path / "repo")
     weakened = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == -1\n"
     turns = [
         write("tests/test_calc.py", weakened),
@@ -217,58 +178,20 @@ def test_the_review_panel_sends_back_what_the_checks_let_through_then_passes_the
         write("calc.py", "def add(a, b):\n    return a + b\n"),
         finish("fixed add"),
     ]
-    events: list[tuple[str, dict[str, Any]]] = []
-
-    async def main() -> Any:
-        spaces = Workspaces(tmp_path / "run", tmp_path / "repo")
-        checkout = await spaces.provision("germain", "main")
-        task = Task(
-            id="T1",
-            title="fix add",
-            verify="python -m pytest -q tests",
-            allow_test_edits=("tests/test_calc.py",),
+    task = Task(
+        id="T1", title="fix add", verify="python -m pytest -q tests", allow_test_edits=("tests/test_calc.py",)
+    )
+    with FakeServer("reviewer") as reviewers:
+        families = {"openai-responses:rev-qwen": "qwen"}
+        models = [
+            make_model(f"anthropic:rev-a@{reviewers.base_url}", env={}),
+            make_model(f"openai:rev-b@{reviewers.openai_base_url}", env={}),
+            make_model(f"openai-responses:rev-qwen@{reviewers.openai_base_url}", env={}),
+        ]
+        run = gated_agent(
+            tmp_path, task, turns, worker="germain", panel=Panel(tuple(make_reviewers(models, families)))
         )
-        with (
-            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
-            FakeServer("reviewer") as reviewers,
-            EventStore.open(tmp_path / "l.db") as store,
-        ):
-            families = {"openai-responses:rev-qwen": "qwen"}
-            panel = Panel(
-                tuple(
-                    make_reviewers(
-                        [
-                            make_model(f"anthropic:rev-a@{reviewers.base_url}", env={}),
-                            make_model(f"openai:rev-b@{reviewers.openai_base_url}", env={}),
-                            make_model(f"openai-responses:rev-qwen@{reviewers.openai_base_url}", env={}),
-                        ],
-                        families,
-                    )
-                )
-            )
-            gate = StopGate(
-                task,
-                spaces,
-                checkout,
-                lambda kind, data: events.append((kind, data)),
-                git=Git(home=tmp_path / "run" / "home"),
-                scratch=tmp_path / "run" / "scratch",
-                env=command_env(hilbert_python_first=True),
-                panel=panel,
-            )
-            model = make_model(f"anthropic:fake@{server.base_url}", env={})
-            result = await run_agent(
-                run="r",
-                agent="germain",
-                task="make the tests pass",
-                model=model,
-                store=store,
-                toolbox=ToolBox(checkout.work_tree),
-                policies=[gate],
-            )
-            return result, gate
-
-    result, gate = asyncio.run(main())
+    result, gate, events = run.result, run.gate, run.events
     verdicts = [d["verdict"] for kind, d in events if kind == "gate_verdict"]
     panels = [d for kind, d in events if kind == "panel_reviewed"]
     assert verdicts == ["done", "done"]  # the checks passed both times (the edit was allowed)
