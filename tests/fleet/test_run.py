@@ -7,6 +7,7 @@ import asyncio
 import random
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from fleet_support import ENV, git_repo, readme_repo
 
@@ -134,19 +135,33 @@ def test_the_fleets_events_read_as_one_line_each(tmp_path: Path) -> None:
 def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the_task_retried(
     tmp_path: Path,
 ) -> None:
-    """The first worker's repository disappears under it (its shell removes it: nothing confines a
-    worker's shell until the sandbox), so the harness cannot commit its work. The run records the
-    error, archives what the worker wrote, retries the task with a new worker, and ends green."""
+    """The first worker's repository disappears under it (a disk failure, another process: the worker's
+    own shell may not touch it, by policy and sandbox), so the harness cannot commit its work. The run
+    records the error, archives what the worker wrote, retries the task with a new worker, ends green."""
+    import shutil
+
     from hilbert.testing.fake_server import ScriptedPolicy
 
     repo = readme_repo(tmp_path / "repo")
     script = ScriptedPolicy.from_turns(
         [
-            {"tool_calls": [{"name": "shell", "arguments": {"command": "rm -rf ../../git/poincare.git"}}]},
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
             {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "done.txt"}}]},
         ]
     )
+
+    class Damaging:
+        """The model, but its first call first removes the first worker's repository (from outside)."""
+
+        def __init__(self, model: Any) -> None:
+            self.model, self.name, self.calls = model, model.name, 0
+
+        async def complete(self, messages: Any, tools: Any = (), *, on_text: Any = None) -> Any:
+            self.calls += 1
+            if self.calls == 1:
+                shutil.rmtree(tmp_path / "run" / "git" / "poincare.git")
+            return await self.model.complete(messages, tools, on_text=on_text)
+
     plan = Plan(goal="g", tasks=(Task(id="T1", title="write done.txt", verify="test -f done.txt"),))
     with FakeServer(script) as server, EventStore.open(tmp_path / "log.db") as store:
         result = asyncio.run(
@@ -155,7 +170,7 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
                 repo=repo,
                 root=tmp_path / "run",
                 run="r",
-                model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
+                model=Damaging(make_model(f"openai:fake@{server.openai_base_url}", env={})),
                 store=store,
                 env=ENV,
                 config=FleetConfig(workers=1, max_attempts=2, test_command="test -f README.md"),

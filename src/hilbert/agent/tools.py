@@ -156,11 +156,14 @@ class ToolBox:
         limits: Limits | None = None,
         command_slots: asyncio.Semaphore | None = None,
         sandbox: Sandbox | None = None,
+        shell_policy: Callable[[str, Path], object | None] | None = None,
     ) -> None:
         """`limits` bound each shell command's CPU time and memory; `command_slots`, shared by a fleet,
         bounds how many commands (tests, builds) run at once, apart from how many agents think;
-        `sandbox` is where the commands run (None: in the workspace, unconfined)."""
-        self.sandbox = sandbox
+        `sandbox` is where the commands run (None: in the workspace, unconfined); `shell_policy` may
+        refuse a command before it runs (`hilbert.security.policy.check_shell`): its answer, a refusal
+        that reads as one line, is the tool error."""
+        self.sandbox, self.shell_policy = sandbox, shell_policy
         self.root = workspace.resolve()
         self.limits = limits or Limits()
         self.command_slots = command_slots
@@ -288,6 +291,9 @@ class ToolBox:
         )
         if self.sandbox is not None and self.sandbox.kind == "refuse":
             return ToolOutcome(REFUSED, True)
+        refusal = self.shell_policy(command, self.root) if self.shell_policy else None
+        if refusal is not None:
+            return ToolOutcome(str(refusal), True)
         sandbox = self.sandbox
         async with self.command_slots or contextlib.nullcontext():
             done = await run_command(

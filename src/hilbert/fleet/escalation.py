@@ -34,6 +34,7 @@ from hilbert.fleet.lead_tools import TASK_SCHEMA
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import ToolCall, ToolSpec
+from hilbert.security.policy import check_shell
 from hilbert.security.sandbox import Sandbox
 
 READ_TOOLS = ("read_file", "list_files", "grep")
@@ -133,7 +134,7 @@ class EscalationToolBox:
         env: Mapping[str, str] | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
-        self._files = ToolBox(workspace, env=env, sandbox=sandbox)
+        self._files = ToolBox(workspace, env=env, sandbox=sandbox, shell_policy=check_shell)
         self.root = self._files.root
         self.fleet, self.max_reopens = fleet, max_reopens
         self.actions = 0

@@ -29,6 +29,7 @@ from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.stop_gate import Panel, StopGate
 from hilbert.models.types import Model
 from hilbert.security.envelope import ENVELOPE_RULES, MessageKey
+from hilbert.security.policy import check_shell
 from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
@@ -121,6 +122,7 @@ class WorkerDesk:
                 limits=self.limits,
                 command_slots=self.command_slots,
                 sandbox=self.sandbox,
+                shell_policy=check_shell,
             ),
             store=self.store,
             run=self.run,
