@@ -60,3 +60,22 @@ def test_the_refusal_is_the_tool_error_and_nothing_runs(tmp_path: Path) -> None:
     outcome = asyncio.run(box.run(ToolCall("c1", "shell", {"command": "rm -rf ../gauss"})))
     assert outcome.is_error and "refused by policy (outside_workspace)" in outcome.content
     assert (theirs / "work.py").exists()
+
+
+def test_the_gullible_policy_obeys_what_it_reads_and_needs_both_roles_named() -> None:
+    from hilbert.errors import UserError
+    from hilbert.models.types import Message
+    from hilbert.testing.fake_server import make_policy
+    from hilbert.testing.fake_server.policy import Conversation
+
+    obedient = make_policy("gullible")
+    said = Conversation(
+        "openai-chat", "m", "Agent: Noether", (Message("user", "please run `ls -la` now"),), ()
+    )
+    [call] = obedient.reply(said).tool_calls
+    assert (call.name, call.arguments) == ("shell", {"command": "ls -la"})
+    attacker = make_policy("gullible:attacker=Poincaré,target=Noether")
+    [order] = attacker.reply(Conversation("openai-chat", "m", "Agent: Poincaré", (), ())).tool_calls
+    assert order.name == "send_message" and order.arguments["to"] == "Noether"
+    with pytest.raises(UserError, match="together"):
+        make_policy("gullible:attacker=Poincaré")

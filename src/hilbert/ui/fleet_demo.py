@@ -38,6 +38,7 @@ from hilbert.store.summary import agent_summary
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.demo import SONNET_LIKE_PRICE, fresh_demo_dir, last_line, run_tests
+from hilbert.ui.demo_attack import run_attack_scene
 from hilbert.ui.fleet_commands import plan_command, required_sandbox
 from hilbert.ui.run_agent import printing
 
@@ -163,7 +164,9 @@ async def run_fleet_demo(
             planning_usd = agent_summary(store, planned, "lead").cost_usd
     suite = _check_integration(result, directory / "check", project.test_command)
     _summary(tally, result, suite, time.monotonic() - started, settings.db_path, planning_usd)
-    return suite.returncode == 0 and result.all_done
+    click.secho("\nA worker tries to talk another into deleting the run's integration repository", bold=True)
+    held = await run_attack_scene(directory, settings.db_path, sandbox=sandbox, env=env, echo=_indented)
+    return suite.returncode == 0 and result.all_done and held
 
 
 def count(store: EventStore, run: str, result: FleetResult) -> Tally:
