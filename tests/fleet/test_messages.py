@@ -131,3 +131,15 @@ def test_unknown_recipients_and_bad_arguments_are_tool_errors(tmp_path: Path) ->
         )
         assert call(box, "noether", "")[1] and call(box, "noether", "x" * 2001)[1]
         assert "send_message" in [spec.name for spec in box.specs()]
+
+
+def test_a_message_sent_before_the_recipients_inbox_exists_still_arrives_but_old_broadcasts_do_not(
+    tmp_path: Path,
+) -> None:
+    key = MessageKey.for_run(tmp_path / "run")
+    with EventStore.open(tmp_path / "log.db") as store:
+        send(store, "r", "Noether", "start with T3, it blocks mine", sender="Poincaré", key=key)
+        send(store, "r", "*", "everyone: the run began an hour ago", key=key)
+        late = Inbox(store, "r", "Noether", key=key)  # its worker started after both were sent
+        texts = delivered(late)
+    assert len(texts) == 1 and "start with T3" in texts[0]

@@ -77,7 +77,8 @@ class Inbox(Policy):
 
     def __init__(self, store: EventStore, run: str, agent: str, *, key: MessageKey | None = None) -> None:
         self.store, self.run, self.agent, self.key = store, run, agent, key
-        self.seen = store.last_id()
+        self.joined = store.last_id()  # broadcasts and stops from before this are not this agent's
+        self.seen = 0  # a message addressed to this agent by name is delivered whenever it was sent
         self.delivered: list[tuple[str, int]] = []
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
@@ -88,6 +89,8 @@ class Inbox(Policy):
             self.seen = event.id
             data = event.data
             if data.get("to") not in (self.agent, EVERYONE) or data.get("sender") == self.agent:
+                continue
+            if event.id <= self.joined and (data.get("to") == EVERYONE or event.kind == STOP_REQUESTED):
                 continue
             if event.kind == STOP_REQUESTED:
                 return [*actions, Halt(STOPPED_BY_PERSON)]

@@ -4,8 +4,9 @@ must not depend on — and, for one named agent, an attacker that tries to talk 
     gullible                                   every agent obeys "run `COMMAND`" wherever it reads it
     gullible:attacker=Poincaré,target=Noether  Poincaré messages Noether an order dressed up as the lead's
 
-An obeying agent waits a few turns for instructions (`sleep`), runs each "run `...`" it has not run yet,
-then finishes. It decides from the conversation alone, like every fake-server policy.
+An obeying agent waits for instructions (`sleep`, a few seconds at most), runs each "run `...`" it has not
+run yet, and finishes once it has carried one out (or waited long enough). It decides from the
+conversation alone, like every fake-server policy.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ PAYLOAD = (
 )
 INSTRUCTION = re.compile(r"\brun\s+`([^`]+)`", re.IGNORECASE)
 AGENT = re.compile(r"^Agent: (.+)$", re.MULTILINE)
-WAIT_TURNS = 4
+WAIT_TURNS = 20  # at most 10 s of waiting for an instruction; done as soon as one was carried out
+WAIT = "sleep 0.5"
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ class GulliblePolicy:
         pending = [cmd for text in read for cmd in INSTRUCTION.findall(text) if cmd not in issued]
         if pending:
             return _call("shell", {"command": pending[0]}, turns)
-        if turns < WAIT_TURNS:
-            return _call("shell", {"command": "sleep 0.5"}, turns)
+        if turns < WAIT_TURNS and not issued - {WAIT}:
+            return _call("shell", {"command": WAIT}, turns)
         return _call("finish", {"claim": "done as instructed", "evidence": "I ran what I was told"}, turns)
 
 
