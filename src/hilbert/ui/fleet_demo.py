@@ -165,7 +165,9 @@ async def run_fleet_demo(
     suite = _check_integration(result, directory / "check", project.test_command)
     _summary(tally, result, suite, time.monotonic() - started, settings.db_path, planning_usd)
     click.secho("\nA worker tries to talk another into deleting the run's integration repository", bold=True)
-    held = await run_attack_scene(directory, settings.db_path, sandbox=sandbox, env=env, echo=_indented)
+    scene_db = directory / "attack-scene.db"  # its own log: `hilbert status` keeps showing the fleet above
+    held = await run_attack_scene(directory, scene_db, sandbox=sandbox, env=env, echo=_indented)
+    _indented(f"its event log: {scene_db} (`hilbert log --db {scene_db}`)")
     return suite.returncode == 0 and result.all_done and held
 
 
