@@ -14,6 +14,7 @@ import pytest
 
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.models.types import ToolCall
+from hilbert.security.landlock import abi_version
 from hilbert.security.sandbox import REFUSED, Sandbox, detect
 
 
@@ -70,15 +71,19 @@ def test_there_is_no_network_inside(tmp_path: Path, sandbox: Sandbox) -> None:
 
 
 def test_without_a_sandbox_and_without_consent_commands_are_refused(tmp_path: Path) -> None:
-    refused = detect(which=lambda name: None)
+    def neither(name: str) -> str | None:  # no bubblewrap on PATH, and (below) no Landlock in the kernel
+        return None
+
+    refused = detect(which=neither, landlock_abi=lambda: 0)
     assert refused.kind == "refuse" and "not installed" in refused.why
-    assert detect(which=lambda name: None, accept_unsandboxed=True).kind == "unsandboxed"
+    assert detect(which=neither, landlock_abi=lambda: 0, accept_unsandboxed=True).kind == "unsandboxed"
     box = ToolBox(tmp_path, sandbox=refused)
     outcome = asyncio.run(box.run(ToolCall("c1", "shell", {"command": "touch x"})))
     assert outcome.is_error and outcome.content == REFUSED and not (tmp_path / "x").exists()
 
 
 def test_hilbert_run_fails_closed_without_a_sandbox_in_one_line(tmp_path: Path) -> None:
+    """Without bubblewrap on PATH: Landlock where the kernel has it (the run says so), else one line."""
     bin_dir = tmp_path / "bin"  # a PATH with git and bash but no bwrap
     bin_dir.mkdir()
     for tool in ("git", "bash"):
@@ -110,6 +115,9 @@ def test_hilbert_run_fails_closed_without_a_sandbox_in_one_line(tmp_path: Path) 
         text=True,
         timeout=60,
     )
+    if abi_version() > 0:
+        assert "workers' commands: sandboxed (Landlock ABI" in done.stdout, done.stdout + done.stderr
+        return
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert (
