@@ -12,20 +12,10 @@ from pathlib import Path
 import pytest
 from interop_support import NPM_BIN, clean_env, installed, project_files, run_client, sample_task
 
+from git_support import git
 from hilbert.testing.fake_server import FakeServer
 
 pytestmark = pytest.mark.interop
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 def test_claude_code_is_sent_back_by_the_stop_hook_then_allowed_to_stop(tmp_path: Path) -> None:

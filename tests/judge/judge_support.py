@@ -4,10 +4,10 @@ and the integrity findings between two of its commits (read through hilbert's ow
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from git_support import git
 from hilbert.judge import Allowances, Change, Finding, change_between, integrity_findings
 from hilbert.workspaces.git import Git
 
@@ -85,17 +85,6 @@ def replace(old: str, new: str) -> Callable[[str], str]:
         return text.replace(old, new, 1)
 
     return apply
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 def make_repo(root: Path) -> Path:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from judge_support import commit, git, make_repo, replace
 
@@ -30,6 +31,16 @@ def hilbert(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProce
         timeout=120,
         env=env,
     )
+
+
+def hook_stop(
+    gate: Path, event: dict[str, Any] | str, *, cwd: Path, again: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`hilbert hook stop --gate GATE` given `event` on stdin (as JSON; text as it is), `again`: as the
+    agent's next stop after a block (`stop_hook_active`)."""
+    if isinstance(event, dict):
+        event = json.dumps({**event, "stop_hook_active": True} if again else event)
+    return hilbert("hook", "stop", "--gate", str(gate), cwd=cwd, stdin=event)
 
 
 def test_judge_passes_an_honest_fix_and_refuses_an_edited_test_with_each_finding(tmp_path: Path) -> None:
@@ -127,7 +138,7 @@ def test_hook_stop_blocks_with_the_gates_reasons_then_lets_the_fixed_work_stop(t
     (repo / "tests/test_ops.py").write_text(
         (repo / "tests/test_ops.py").read_text().replace("== 42", "== 17")
     )
-    first = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    first = hook_stop(gate, event, cwd=tmp_path)
     answer = json.loads(first.stdout)
     assert first.returncode == 0 and answer["decision"] == "block"
     assert "tests_changed" in answer["reason"] and "round 1 of 2" in first.stderr
@@ -136,14 +147,7 @@ def test_hook_stop_blocks_with_the_gates_reasons_then_lets_the_fixed_work_stop(t
 
     git(repo, "checkout", "--", "tests/test_ops.py")
     (repo / "calc/ops.py").write_text((repo / "calc/ops.py").read_text().replace("x + factor", "x * factor"))
-    again = hilbert(
-        "hook",
-        "stop",
-        "--gate",
-        str(gate),
-        cwd=tmp_path,
-        stdin=json.dumps({**event, "stop_hook_active": True}),
-    )
+    again = hook_stop(gate, event, cwd=tmp_path, again=True)
     assert again.returncode == 0 and again.stdout == "" and "the gate passed" in again.stderr
 
 
@@ -152,18 +156,11 @@ def test_hook_stop_honours_the_round_bound_and_bad_input_is_one_line(tmp_path: P
     gate = tmp_path / "gate.yaml"
     gate.write_text(f"verify: {VERIFY}\nmax_rounds: 1\n")
     event = {"session_id": "s2", "cwd": str(repo), "stop_hook_active": False}
-    first = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    first = hook_stop(gate, event, cwd=tmp_path)
     assert json.loads(first.stdout)["decision"] == "block"  # test_scale still fails: not done
-    second = hilbert(
-        "hook",
-        "stop",
-        "--gate",
-        str(gate),
-        cwd=tmp_path,
-        stdin=json.dumps({**event, "stop_hook_active": True}),
-    )
+    second = hook_stop(gate, event, cwd=tmp_path, again=True)
     assert second.returncode == 0 and second.stdout == "" and "stop allowed" in second.stderr
-    fresh = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    fresh = hook_stop(gate, event, cwd=tmp_path)
     assert json.loads(fresh.stdout)["decision"] == "block"  # the person spoke: a new count
 
     for stdin, gate_text, expected in [
@@ -172,7 +169,7 @@ def test_hook_stop_honours_the_round_bound_and_bad_input_is_one_line(tmp_path: P
         (json.dumps(event), f"verify: {VERIFY}\nwho: me\n", "unknown key(s) who"),
     ]:
         gate.write_text(gate_text)
-        failed = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=stdin)
+        failed = hook_stop(gate, stdin, cwd=tmp_path)
         assert failed.returncode == 2 and expected in failed.stderr and "Traceback" not in failed.stderr
 
 
@@ -189,22 +186,15 @@ def test_hook_stop_pins_the_base_keeps_ignored_files_out_and_works_before_the_fi
         "verify: test ! -e secret.env && python -m pytest -q tests/test_ops.py::test_add\nmax_rounds: 3\n"
     )
     event = {"session_id": "s3", "cwd": str(repo), "stop_hook_active": False}
-    allowed = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    allowed = hook_stop(gate, event, cwd=tmp_path)
     assert allowed.returncode == 0 and allowed.stdout == "", allowed.stderr  # the ignored file stayed out
 
     # the agent commits an edited test: the base stays the HEAD of the session's first stop
     gate.write_text(f"verify: {VERIFY}\nmax_rounds: 3\n")
-    first = hilbert("hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps(event))
+    first = hook_stop(gate, event, cwd=tmp_path)
     assert json.loads(first.stdout)["decision"] == "block"
     commit(repo, EDIT_TEST)
-    again = hilbert(
-        "hook",
-        "stop",
-        "--gate",
-        str(gate),
-        cwd=tmp_path,
-        stdin=json.dumps({**event, "stop_hook_active": True}),
-    )
+    again = hook_stop(gate, event, cwd=tmp_path, again=True)
     assert (
         json.loads(again.stdout)["decision"] == "block"
         and "tests_changed" in json.loads(again.stdout)["reason"]
@@ -215,9 +205,20 @@ def test_hook_stop_pins_the_base_keeps_ignored_files_out_and_works_before_the_fi
     git(fresh, "init", "-q", "-b", "main")
     (fresh / "out.txt").write_text("done\n")
     gate.write_text("verify: grep -qx done out.txt\n")
-    unborn = hilbert(
-        "hook", "stop", "--gate", str(gate), cwd=tmp_path, stdin=json.dumps({**event, "cwd": str(fresh)})
-    )
+    unborn = hook_stop(gate, {**event, "cwd": str(fresh)}, cwd=tmp_path)
     assert unborn.returncode == 0 and unborn.stdout == "" and "the gate passed" in unborn.stderr, (
         unborn.stderr
     )
+
+
+def test_hook_stop_passes_on_no_key_from_the_commands_output(tmp_path: Path) -> None:
+    key = "gh" + "p_" + "J7dg" * 9
+    repo = make_repo(tmp_path)
+    gate = tmp_path / "gate.yaml"
+    gate.write_text(
+        f"verify: printf gh; echo {key[2:]}; exit 1\nmax_rounds: 2\n"
+    )  # only its output has it whole
+    blocked = hook_stop(gate, {"session_id": "s4", "cwd": str(repo), "stop_hook_active": False}, cwd=tmp_path)
+    answer = json.loads(blocked.stdout)
+    assert answer["decision"] == "block" and "Output of the failed verify step:\n***" in answer["reason"]
+    assert key not in blocked.stdout + blocked.stderr

@@ -3,6 +3,8 @@
 A blob's key is the hex SHA-256 of its canonical JSON (keys sorted, no insignificant whitespace,
 UTF-8), so the same message always gets the same key in any process and is stored once. Anything
 that wants to predict a key (a cache in the loop, a test) uses `content_hash`; nothing else here.
+The store hashes a message after redacting it (`EventStore.put_messages`), so a message holding a
+secret is stored, and keyed, with `***` in its place.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Guarantees:
   too, at the cost of a disk flush per event.
 - Writers wait for the lock with short jittered retries, so that they take turns, for up to
   `busy_timeout_s`; then `RunError`.
+- Nothing secret is written: every event's data and every message pass through the store's
+  `Redactor` (`hilbert.security.redact`; by default built from the environment when the store is
+  opened) before they reach the file, so the log, its WAL and every view that reads them hold `***`
+  where a key was. A message's blob key is the hash of its redacted form.
 
 Methods are synchronous: each is one short indexed statement, fast enough for the agent loop to call
 inline. `follow` is the exception: it waits for other processes, so it is an async iterator that
@@ -43,6 +47,7 @@ from typing import Any, Literal, TypeVar
 
 from hilbert.errors import RunError, UserError
 from hilbert.models.types import Message
+from hilbert.security.redact import Redactor
 from hilbert.store.blobs import encode_blob
 from hilbert.store.schema import migrate, schema_version
 
@@ -74,10 +79,13 @@ class EventStore:
     as a context manager). One instance may be shared by the threads of a process; each process
     (a forked child too) opens its own."""
 
-    def __init__(self, db: sqlite3.Connection, path: Path, *, busy_timeout_s: float) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, path: Path, *, busy_timeout_s: float, redactor: Redactor
+    ) -> None:
         self._db = db
         self._path = path
         self._busy_timeout_s = busy_timeout_s
+        self._redactor = redactor
         self._lock = threading.Lock()
         self._jitter = random.Random()
 
@@ -88,8 +96,10 @@ class EventStore:
         *,
         durability: Durability = "normal",
         busy_timeout_s: float = 30.0,
+        redactor: Redactor | None = None,
     ) -> EventStore:
-        """Open (creating it and its parent folders if needed) and migrate the log at `path`."""
+        """Open (creating it and its parent folders if needed) and migrate the log at `path`. What is
+        written is redacted by `redactor` (default: one for the secrets in `os.environ` now)."""
         if durability not in ("normal", "full"):
             raise UserError(f"unknown durability {durability!r}", hint="use 'normal' or 'full'")
         file = Path(path)
@@ -107,7 +117,8 @@ class EventStore:
             raise UserError(
                 f"cannot open the event log {file} ({err})", hint="check the path and its permissions"
             ) from err
-        store = cls(db, file, busy_timeout_s=busy_timeout_s)
+        redactor = Redactor.from_env(os.environ) if redactor is None else redactor
+        store = cls(db, file, busy_timeout_s=busy_timeout_s, redactor=redactor)
         try:
             store._refuse_foreign()
             mode = store._retry_busy(lambda: str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]))
@@ -134,6 +145,11 @@ class EventStore:
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def redactor(self) -> Redactor:
+        """What this store redacts on write; views printing text that is not from the log use it too."""
+        return self._redactor
 
     def _refuse_foreign(self) -> None:
         """Never turn somebody else's SQLite file into an event log (WAL mode, our tables)."""
@@ -164,10 +180,11 @@ class EventStore:
     # -- writing ---------------------------------------------------------------------------------
 
     def append(self, run: str, agent: str, kind: str, data: dict[str, Any]) -> Event:
-        """Commit one event and return it; it is durable (see the module docstring) on return."""
+        """Commit one event and return it (its data redacted); it is durable (see the module
+        docstring) on return."""
         if not isinstance(data, dict):
             raise TypeError(f"event data must be a dict, not {type(data).__name__}")
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(self._redactor.redact_json(data), ensure_ascii=False, separators=(",", ":"))
 
         def insert(db: sqlite3.Connection) -> Event:
             (seq,) = db.execute(
@@ -184,8 +201,8 @@ class EventStore:
         return self._write(insert)
 
     def put_messages(self, messages: Sequence[Message]) -> list[str]:
-        """Store each message once under its content hash; return the hashes, in order."""
-        encoded = [encode_blob(message.to_json()) for message in messages]
+        """Store each message, redacted, once under its content hash; return the hashes, in order."""
+        encoded = [encode_blob(self._redactor.redact_json(message.to_json())) for message in messages]
         hashes = [key for key, _ in encoded]
         known = self._existing_blobs(hashes)
         missing = {key: text for key, text in encoded if key not in known}

@@ -19,6 +19,7 @@ import click
 from hilbert.agent.tools import command_env
 from hilbert.errors import UserError
 from hilbert.models import PriceTable, make_model
+from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
@@ -38,10 +39,13 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
     project_dir = fresh_demo_dir(directory) / "project"
     project = generate_sample_project(project_dir, seed, bugs=1)
     before = _snapshot(project_dir)
+    redact = Redactor.from_env().redact  # for what is printed straight from the agent's and tests' output
     click.secho(f"hilbert demo — sample project seed {seed} in {project_dir}", bold=True)
     click.echo(f"model: the fake server's simulated engineer over {protocol} (priced like claude-sonnet-4-5)")
     failing = run_tests(project_dir, project.test_command)
-    click.echo(f"before: `{project.test_command}` → exit {failing.returncode}: {last_line(failing.stdout)}\n")
+    click.echo(
+        f"before: `{project.test_command}` → exit {failing.returncode}: {redact(last_line(failing.stdout))}\n"
+    )
 
     with FakeServer("engineer", seed=seed, record=directory / "requests.jsonl") as server:
         base = server.openai_base_url if protocol.startswith("openai") else server.base_url
@@ -64,11 +68,11 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
     click.secho("\nSummary", bold=True)
     for bug in project.bugs:
         click.echo(f"  injected bug: {bug.operator} in {bug.file}:{bug.line}")
-    click.echo(f"  agent says: {result.status}" + (f" — {result.claim}" if result.claim else ""))
+    click.echo(f"  agent says: {result.status}" + (f" — {redact(result.claim)}" if result.claim else ""))
     verdict = click.style("PASS" if verified else "FAIL", fg="green" if verified else "red", bold=True)
-    click.echo(f"  independent check `{project.test_command}`: {verdict} ({last_line(after.stdout)})")
+    click.echo(f"  independent check `{project.test_command}`: {verdict} ({redact(last_line(after.stdout))})")
     for line in _diff(before, _snapshot(project_dir)):
-        click.echo(f"  {line}")
+        click.echo(f"  {redact(line)}")
     click.echo(f"  event log: {settings.db_path} (read it with `hilbert log --db {settings.db_path}`)")
     return verified and result.status == "finished"
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.types import Model
+from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.store.summary import agent_summary
@@ -102,13 +104,14 @@ async def run_fleet_demo(
     project = generate_sample_project(repo, seed, bugs=BUGS, modules=MODULES, paired=PAIRED)
     _commit(repo)
     env = command_env(hilbert_python_first=True)
+    redact = Redactor.from_env().redact  # for what is printed straight from models' and tests' output
     click.secho(
         f"hilbert demo — a lead and {workers} workers; sample project seed {seed} in {repo}", bold=True
     )
     before = run_tests(repo, project.test_command)
     click.echo(
         f"{len(project.bugs)} injected bugs; `{project.test_command}` → exit {before.returncode}: "
-        f"{last_line(before.stdout)}"
+        f"{redact(last_line(before.stdout))}"
     )
     engineer = f"engineer:stop_early={STOP_EARLY}," + ",".join(f"{k}={v}" for k, v in CHEATS.items())
     click.echo(
@@ -139,7 +142,7 @@ async def run_fleet_demo(
         plan = parse_plan(plan_file.read_text(), source=str(plan_file))
         click.echo(f"  {plan_file}: {len(plan.tasks)} tasks, each with its verify command, e.g.")
         for task in plan.tasks[:3]:
-            click.echo(f"    {task.id} — {task.title}: `{task.verify}`")
+            click.echo(redact(f"    {task.id} — {task.title}: `{task.verify}`"))
         click.secho(f"\nThe fleet works ({workers} at once)", bold=True)
         click.echo(f"  workers' commands: {sandbox.describe()}")
         run = f"demo-fleet-{seed}"
@@ -163,7 +166,7 @@ async def run_fleet_demo(
             planned = [r for r in store.runs() if r.startswith("plan-")][-1]  # the lead's planning run
             planning_usd = agent_summary(store, planned, "lead").cost_usd
     suite = _check_integration(result, directory / "check", project.test_command)
-    _summary(tally, result, suite, time.monotonic() - started, settings.db_path, planning_usd)
+    _summary(tally, result, suite, time.monotonic() - started, settings.db_path, planning_usd, redact)
     click.secho("\nA worker tries to talk another into deleting the run's integration repository", bold=True)
     scene_db = directory / "attack-scene.db"  # its own log: `hilbert status` keeps showing the fleet above
     held = await run_attack_scene(directory, scene_db, sandbox=sandbox, env=env, echo=_indented)
@@ -227,6 +230,7 @@ def _summary(
     wall_s: float,
     db: Path,
     planning_usd: float,
+    redact: Callable[[str], str],
 ) -> None:
     click.secho("\nSummary", bold=True)
     click.echo(f"  tasks done: {tally.done} of {tally.tasks}; merged onto {INTEGRATION}: {tally.merged}")
@@ -246,10 +250,10 @@ def _summary(
         f"${tally.judging_usd:.2f}); wall time {wall_s:.0f} s"
     )
     for task_id, why in result.stuck.items():
-        click.echo(f"  {task_id} not run: {why}")
+        click.echo(f"  {task_id} not run: {redact(why)}")
     green = suite.returncode == 0
     verdict = click.style("PASS" if green else "FAIL", fg="green" if green else "red", bold=True)
-    click.echo(f"  fresh clone of {INTEGRATION}, whole suite: {verdict} ({last_line(suite.stdout)})")
+    click.echo(f"  fresh clone of {INTEGRATION}, whole suite: {verdict} ({redact(last_line(suite.stdout))})")
     click.echo(f"  event log: {db} (`hilbert status --db {db}`, `hilbert logs NAME --db {db}`)")
 
 

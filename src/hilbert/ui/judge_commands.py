@@ -6,19 +6,55 @@ Code / Codex Stop hook). The click commands live here and are added to the `hilb
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hilbert.errors import UserError
+from hilbert.models.types import Model
+from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
 
+if TYPE_CHECKING:
+    from hilbert.workspaces.git import Git
+
 EXIT = {"done": 0, "not_done": 1, "impossible": 1}
+
+
+@dataclass(frozen=True)
+class _Judging:
+    """What one run of the gate from the command line needs: the judge model (None: skipped), a
+    scratch folder (removed afterwards) with a private git home, the commands' environment (no
+    secrets) and the redactor for what is printed from the commands' and the model's output."""
+
+    judge: Model | None
+    scratch: Path
+    git: Git
+    env: Mapping[str, str]
+    redactor: Redactor
+
+
+@contextlib.contextmanager
+def _judging(settings: Settings, prefix: str) -> Iterator[_Judging]:
+    from hilbert.agent.tools import command_env
+    from hilbert.ui.fleet_commands import model_named
+    from hilbert.workspaces.git import Git
+
+    judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        yield _Judging(
+            judge_model, Path(scratch), Git(home=home), command_env(os.environ), Redactor.from_env()
+        )
 
 
 @click.command()
@@ -77,42 +113,38 @@ async def _judge(
     task_text: str,
     as_json: bool,
 ) -> str:
-    from hilbert.agent.tools import command_env
     from hilbert.judge.change import Allowances
     from hilbert.judge.gate import Step, describe, run_gate
-    from hilbert.ui.fleet_commands import model_named
-    from hilbert.workspaces.git import Git
 
     if heldout is not None and not heldout.is_dir():
         raise UserError(f"--heldout {heldout} is not a folder", hint="name the folder of held-out tests")
-    judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
-    with tempfile.TemporaryDirectory(prefix="hilbert-judge-") as scratch:
-        git = Git(home=Path(scratch) / "home")
-        (Path(scratch) / "home").mkdir()
-        top, base_sha, head_sha = await _commits(git, repo, base, head)
+    with _judging(settings, "hilbert-judge-") as setup:
+        top, base_sha, head_sha = await _commits(setup.git, repo, base, head)
 
         def progress(step: Step) -> None:
             if not as_json:
-                click.echo(f"  {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}", err=True)
+                line = f"  {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}"
+                click.echo(setup.redactor.redact(line), err=True)
 
         result = await run_gate(
             top,
             base_sha,
             head_sha,
             verify=verify,
-            scratch=Path(scratch) / "gate",
-            git=git,
-            env=command_env(),
+            scratch=setup.scratch / "gate",
+            git=setup.git,
+            env=setup.env,
             heldout=heldout,
             allow=Allowances(allow),
-            judge=judge_model,
+            judge=setup.judge,
             task=task_text,
             on_step=progress,
         )
     if as_json:
-        click.echo(json.dumps({"base": base_sha, "head": head_sha, **result.to_json()}, indent=2))
+        report = setup.redactor.redact_json({"base": base_sha, "head": head_sha, **result.to_json()})
+        click.echo(json.dumps(report, indent=2))
     else:
-        click.echo("\n".join(describe(result)))
+        click.echo(setup.redactor.redact("\n".join(describe(result))))
     return result.verdict
 
 
@@ -159,25 +191,20 @@ def hook_stop(gate_file: Path) -> None:
 
 
 async def _hook_stop(settings: Settings, spec: Any, payload: Any, gate_file: Path) -> dict[str, Any] | None:
-    from hilbert.agent.tools import command_env
     from hilbert.judge.hook import stop_hook
-    from hilbert.ui.fleet_commands import model_named
-    from hilbert.workspaces.git import Git
 
-    judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
-    with tempfile.TemporaryDirectory(prefix="hilbert-hook-") as scratch:
-        (Path(scratch) / "home").mkdir()
+    with _judging(settings, "hilbert-hook-") as setup:
         answer = await stop_hook(
             payload,
             spec,
             rounds_file=gate_file.with_name(gate_file.name + ".rounds.json"),
-            scratch=Path(scratch),
-            git=Git(home=Path(scratch) / "home"),
-            env=command_env(os.environ),
-            judge=judge_model,
+            scratch=setup.scratch,
+            git=setup.git,
+            env=setup.env,
+            judge=setup.judge,
         )
-    click.echo(f"hilbert hook stop: {answer.note}", err=True)
-    return answer.output
+    click.echo(setup.redactor.redact(f"hilbert hook stop: {answer.note}"), err=True)
+    return None if answer.output is None else setup.redactor.redact_json(answer.output)
 
 
 __all__ = ["hook", "judge"]

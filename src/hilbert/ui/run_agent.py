@@ -59,6 +59,7 @@ async def run_one_agent(
     policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd)]
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:
+        redact = store.redactor.redact  # the summary below prints the model's words, not the log's
         echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
         async with printing(store, run, echo):
             result = await run_agent(
@@ -67,12 +68,12 @@ async def run_one_agent(
     usage = result.usage
     echo(
         f"\n{name}: {result.status}"
-        + (f" — {result.reason}" if result.reason else "")
+        + (f" — {redact(result.reason)}" if result.reason else "")
         + f"\n  turns {result.turns}, tokens in {usage.input_tokens:,} ({usage.cache_read_tokens:,} cached),"
         f" out {usage.output_tokens:,}, est. cost ${result.cost_usd:.4f}, {time.monotonic() - started:.1f}s"
     )
     if result.claim:
-        echo(f"  claim: {result.claim}")
+        echo(f"  claim: {redact(result.claim)}")
     return result
 
 

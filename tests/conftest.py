@@ -1,0 +1,4 @@
+"""The whole suite's conftest. Its one job: being here, without an `__init__.py`, it puts `tests/` on
+`sys.path` (pytest's default "prepend" import mode), so a support module at this level
+(`git_support`) can be imported by the tests of every folder, as each folder's own `*_support`
+module is by its tests."""
