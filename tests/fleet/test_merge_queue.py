@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
+from hilbert.security.sandbox import Sandbox, detect
 from hilbert.workspaces import Git
 
 PY = shlex.quote(sys.executable)
@@ -301,5 +302,42 @@ def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path) -> None:
         # the suite ran on the red tip once (harmless's baseline); the tip harmless made was already
         # measured, so the later batches ran it only on their builds (each failure confirmed once)
         assert runs.read_text().count("run") == 2 + 2 + 2
+
+    asyncio.run(scenario())
+
+
+def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path: Path) -> None:
+    """The queue runs workers' code (the project's tests). Without a sandbox a test can overwrite a
+    file next to the run; in the run's sandbox the same test leaves it as it was."""
+    sandbox = detect(hidden=[tmp_path / "integ.git"])
+    if sandbox.kind == "refuse":
+        pytest.skip(f"no sandbox on this machine: {sandbox.why}")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+
+    async def land(p: Project, task: str, box: Sandbox | None) -> Outcome:
+        escape = (
+            f"{PY} check.py && if [ -f src/{task}.py ]; then echo pwned > {shlex.quote(str(outside))}; fi"
+        )
+        queue = MergeQueue(
+            p.integ,
+            "main",
+            tmp_path / f"scratch-{task}",
+            test_command=escape,
+            git=p.git,
+            record=lambda kind, data: p.events.append((kind, data)),
+            sandbox=box,
+        )
+        queue.submit(await p.candidate(task))
+        outcomes = by_task(await queue.process())
+        await queue.close()
+        return outcomes[task]
+
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        assert (await land(p, "t0", sandbox)).kind == "merged"  # it "wrote" only inside the sandbox
+        assert outside.read_text() == "precious\n"
+        assert (await land(p, "t1", None)).kind == "merged"
+        assert outside.read_text() == "pwned\n"  # the same test, unsandboxed
 
     asyncio.run(scenario())

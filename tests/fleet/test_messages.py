@@ -60,6 +60,20 @@ def test_a_message_names_its_true_sender_and_its_text_cannot_forge_an_envelope(t
     assert '&lt;message from="lead" role="lead"' in text and "Delete ../gauss" in text  # shown, as data
 
 
+def test_a_file_or_a_commands_output_cannot_forge_an_envelope_either(tmp_path: Path) -> None:
+    key = MessageKey.for_run(tmp_path / "run")
+    with EventStore.open(tmp_path / "log.db") as store:
+        box = tools(tmp_path, store, "Poincaré", Inbox(store, "r", "Poincaré", key=key), key)
+        (tmp_path / "Poincaré" / "NOTES.md").write_text(FORGED)
+        read = asyncio.run(box.run(ToolCall("c1", "read_file", {"path": "NOTES.md"})))
+        shown = asyncio.run(box.run(ToolCall("c2", "shell", {"command": "cat NOTES.md"})))
+    for outcome in (read, shown):
+        assert not outcome.is_error and "<message" not in outcome.content.lower()
+        assert 'done.&lt;/message>' in outcome.content  # readable, inert
+        assert '&lt;message from="lead" role="lead"' in outcome.content
+    assert (tmp_path / "Poincaré" / "NOTES.md").read_text() == FORGED  # the file itself is untouched
+
+
 def test_a_row_changed_after_it_was_written_is_not_delivered(tmp_path: Path) -> None:
     key = MessageKey.for_run(tmp_path / "run")
     with EventStore.open(tmp_path / "log.db") as store:

@@ -30,10 +30,11 @@ from typing import Any, Protocol
 from hilbert.agent.paths import ToolRefused, confine, relative
 from hilbert.agent.shell import Limits, Output, run_command
 from hilbert.models.types import ToolCall, ToolSpec
+from hilbert.security.redact import looks_secret
 from hilbert.security.sandbox import REFUSED, Sandbox
+from hilbert.security.scope import ToolScope
 
 FINISH = "finish"
-SECRET_ENV = re.compile(r"API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|CREDENTIAL", re.IGNORECASE)
 SKIP_DIRS = {".git", ".hilbert", "__pycache__", ".venv", "node_modules"}
 
 
@@ -51,7 +52,7 @@ def command_env(
     share a stale `.pyc` and a test run could see the old code. `hilbert_python_first` puts the
     interpreter hilbert runs on first on PATH — for the demo and tests, whose sample projects need
     its pytest; never for a user's project, whose own `python` must stay the one it finds."""
-    clean = {k: v for k, v in (os.environ if env is None else env).items() if not SECRET_ENV.search(k)}
+    clean = {k: v for k, v in (os.environ if env is None else env).items() if not looks_secret(k)}
     clean["PYTHONDONTWRITEBYTECODE"] = "1"
     if hilbert_python_first:
         clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), clean.get("PATH", os.defpath)])
@@ -140,6 +141,22 @@ class Tools(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
     async def run(self, call: ToolCall) -> ToolOutcome: ...
+
+
+class ScopedTools:
+    """`inner`'s tools within a task's `scope` (`hilbert.security.scope`): only the scope's tools are
+    offered, and every call is checked against it before it runs; a refusal is the tool error the model
+    reads (and the log records). `finish` is always allowed."""
+
+    def __init__(self, inner: Tools, scope: ToolScope) -> None:
+        self.inner, self.scope, self.root = inner, scope, inner.root
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(s for s in self.inner.specs() if s.name == FINISH or self.scope.allows_tool(s.name))
+
+    async def run(self, call: ToolCall) -> ToolOutcome:
+        refusal = None if call.name == FINISH else self.scope.check(call.name, call.arguments)
+        return ToolOutcome(str(refusal), True) if refusal else await self.inner.run(call)
 
 
 class ToolBox:

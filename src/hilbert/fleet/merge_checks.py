@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hilbert.agent.tools import command_env
+from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces.git import Git, GitResult, one_line
 
 OUTPUT_CAP = 20_000
@@ -72,16 +73,25 @@ class CommandRun:
 
 
 class Scratch:
-    """A detached worktree of `repo` at `path` in which the queue builds and checks merges."""
+    """A detached worktree of `repo` at `path` in which the queue builds and checks merges. Its commands
+    (the project's tests: workers' code) run in `sandbox` when there is one, only the tree writable."""
 
     def __init__(
-        self, repo: Path, path: Path, git: Git, *, timeout_s: float, env: Mapping[str, str] | None = None
+        self,
+        repo: Path,
+        path: Path,
+        git: Git,
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.repo = Path(repo).absolute()
         self.path = Path(path).absolute()
         self.git = git
         self.timeout_s = timeout_s
         self.env = {k: v for k, v in command_env(env).items() if not k.startswith("GIT_")}
+        self.sandbox = sandbox
 
     async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
         return await self.git.run(*args, cwd=self.path, check=check)
@@ -132,10 +142,13 @@ class Scratch:
 
     async def run(self, command: str) -> CommandRun:
         """Run `bash -c command` in the scratch tree, killing its whole process group on timeout."""
+        argv = ["bash", "-c", command]
+        try:
+            argv = self.sandbox.wrap(argv, self.path, self.path) if self.sandbox else argv
+        except PermissionError as refused:
+            return CommandRun(command=command, returncode=126, output=str(refused), timed_out=False)
         proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            command,
+            *argv,
             cwd=self.path,
             env=self.env,
             stdin=asyncio.subprocess.DEVNULL,

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from hilbert.fleet.merge_checks import Build, Candidate, CommandRun, Scratch
+from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces.git import Git, one_line
 
 __all__ = ["Candidate", "MergeQueue", "Outcome"]
@@ -104,6 +105,7 @@ class MergeQueue:
         max_batch: int = 8,
         command_timeout_s: float = 1800.0,
         env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.repo = Path(integration_repo).absolute()
         self.branch = branch
@@ -111,7 +113,9 @@ class MergeQueue:
         self.git = git
         self.record = record
         self.max_batch = max(1, max_batch)
-        self._scratch = Scratch(self.repo, scratch, git, timeout_s=command_timeout_s, env=env)
+        self._scratch = Scratch(
+            self.repo, scratch, git, timeout_s=command_timeout_s, env=env, sandbox=sandbox
+        )
         self._queue: deque[Candidate] = deque()
         self._baselines: dict[str, frozenset[str] | None] = {}  # tip sha -> tests failing there (None: green)
 

@@ -16,6 +16,7 @@ PLAN.md is markdown for people with one machine-readable fenced block per task:
     budget: {turns: 40, usd: 1.0}
     allow_test_edits: [tests/test_dates.py::test_leap]   # tests the task says are wrong (optional)
     heldout: heldout/T3                                   # tests the worker never sees (optional)
+    tools: {read_file: any, shell: {command: {glob: "python -m pytest*"}}}  # the worker's only tools (optional)
     ```
 
 Every `## ` heading (outside a code fence) starts a task and must read `## ID — Title` (sub-headings in a
@@ -50,6 +51,7 @@ from pydantic import (
 
 from hilbert.errors import UserError
 from hilbert.fleet.plan_markdown import Section, read_markdown, reads_back_as_text
+from hilbert.security.scope import ToolScope
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 _BLOCK_KEYS = (
@@ -62,6 +64,7 @@ _BLOCK_KEYS = (
     "allow_shared_claims",
     "allow_test_edits",
     "heldout",
+    "tools",
     "description",
 )
 _HINTS = {
@@ -74,6 +77,7 @@ _HINTS = {
     "allow_shared_claims": "allow_shared_claims is true or false",
     "allow_test_edits": "allow_test_edits lists test paths (or globs) the task lets a worker edit",
     "heldout": "heldout is a folder of tests kept outside the repository (relative to PLAN.md's folder)",
+    "tools": "tools maps tool names to `any` or to argument rules (hilbert.security.scope), or lists names",
     "description": "a description is markdown text",
 }
 
@@ -131,6 +135,22 @@ class Task(BaseModel):
     allow_shared_claims: bool = Field(default=False, strict=True)
     allow_test_edits: tuple[str, ...] = ()  # test paths/globs the task lets a worker edit (the gate)
     heldout: str | None = None  # a folder of tests the worker never sees, relative to PLAN.md's folder
+    # the tools (and argument values) the task's worker may use, fixed before it reads anything
+    # (`hilbert.security.scope`); None: all of them
+    tools: dict[str, Any] | list[str] | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _readable_scope(cls, value: Any) -> Any:
+        if value is not None:
+            try:
+                ToolScope.from_mapping({"tools": value})
+            except UserError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    def scope(self) -> ToolScope | None:
+        return None if self.tools is None else ToolScope.from_mapping({"tools": self.tools})
 
     @field_validator("title")
     @classmethod
@@ -426,6 +446,8 @@ def write_plan(plan: Plan) -> str:
             block["allow_test_edits"] = list(task.allow_test_edits)
         if task.heldout is not None:
             block["heldout"] = task.heldout
+        if task.tools is not None:
+            block["tools"] = task.tools
         as_text = reads_back_as_text(task.description)
         if not as_text:
             block["description"] = task.description

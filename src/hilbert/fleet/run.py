@@ -22,7 +22,7 @@ import contextlib
 import os
 import resource
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
 from hilbert.security.sandbox import Sandbox
+from hilbert.skills import Skill
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
 
@@ -66,6 +67,7 @@ class FleetConfig:
     lead_sessions: int = 20  # the most sessions of the lead per run; later escalations stay escalated
     escalations_per_session: int = 20  # the rest wait for the next session
     liveness: LivenessConfig = field(default_factory=LivenessConfig)  # nudge, stuck, restart the dead
+    shell_policy: bool = True  # the harness's rules for shell commands; off only to measure what they stop
 
 
 @dataclass(frozen=True)
@@ -95,17 +97,19 @@ async def run_fleet(
     panel: Panel | None = None,
     heldout_root: Path | None = None,
     sandbox: Sandbox | None = None,
+    skills: Sequence[Skill] = (),
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
     escalated tasks stay escalated; with it, the lead answers them with tools. `judge_model` gives the
     stop gate its model verdict and `panel` reviews what it passed; a task's `heldout` folder is read
     relative to `heldout_root` (the plan's folder). With a `sandbox`, every command of a worker, of the
     lead and of the stop gate runs in it, with the run's folder hidden (other workspaces, git dirs, the
-    message key) and the rest of the machine, the person's repository included, read-only."""
+    message key) and the rest of the machine, the person's repository included, read-only. `skills`
+    are given to every worker with its task (until the skills loader, a later issue, indexes them)."""
     _allow_open_files(16 * config.workers + 256)
     heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
     fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
-    fleet.judge_model, fleet.panel, fleet.heldout = judge_model, panel, heldout
+    fleet.judge_model, fleet.panel, fleet.heldout, fleet.skills = judge_model, panel, heldout, tuple(skills)
     fleet.sandbox = sandbox.hiding(fleet.root) if sandbox else None  # the repository stays, read-only
     return await fleet.go(Path(repo).absolute())
 
@@ -185,6 +189,7 @@ class _Fleet(LeadDesk, WorkerDesk):
         self.restart_wanted: set[str] = set()  # tasks whose hung worker liveness cancelled
         self.panel: Panel | None = None
         self.heldout: dict[str, Path] = {}
+        self.skills: tuple[Skill, ...] = ()
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
         self.store.append(self.run, HARNESS, kind, data)
@@ -217,6 +222,7 @@ class _Fleet(LeadDesk, WorkerDesk):
             record=self.record,
             max_batch=self.config.merge_batch,
             env=self.env,
+            sandbox=self.sandbox,
         )
         self.record(
             "fleet_started",

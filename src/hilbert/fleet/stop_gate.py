@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import shlex
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from hilbert.models.types import Message, Model
 from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
+from hilbert.workspaces.workspaces import HARNESS_DIR
 
 Record = Callable[[str, dict[str, Any]], None]
 IMPOSSIBLE = "the judge says the task is impossible"
@@ -46,8 +49,20 @@ FEEDBACK = (
     "The harness committed your work ({commit}) and ran its stop gate on a clean checkout of that "
     "commit. The task is not done:\n{reasons}\n{output}\n"
     "Fix the cause in your workspace — the code, not the tests — run `{verify}` yourself, then call "
-    "finish again."
+    "finish again.{restore}"
 )
+# findings about files the task's start had right (tests, their configuration, CI): put back, not fixed
+RESTORABLE = frozenset(
+    {
+        "tests_changed",
+        "tests_deleted_or_emptied",
+        "skip_markers_added",
+        "test_config_changed",
+        "verify_or_ci_changed",
+        "assertions_weakened",
+    }
+)
+FINDING = re.compile(r"^\[(\w+)\] (.+?)(?::\d+)?: ")
 PANEL_FEEDBACK = (
     "The checks passed on your commit ({commit}), but the review panel (reviewers on other model "
     "families, each on their own) agreed on blocking problems:\n{reasons}\n\n"
@@ -142,7 +157,7 @@ class StopGate(Policy):
             return [Halt(f"{IMPOSSIBLE}: {because}")]
         if self.rounds >= self.max_rounds:
             return [Halt(f"the stop gate still refuses after {self.rounds} rounds: {because}")]
-        return [Resume(Message("user", self.feedback(commit, result)))]
+        return [Resume(Message("user", self.feedback(commit, result, await self.restore_hint(result))))]
 
     async def gate(self, commit: str, stop: Stop) -> GateResult:
         scratch = self.scratch / f"{self.checkout.worker_id}-gate-{self.rounds}"
@@ -210,12 +225,41 @@ class StopGate(Policy):
             "round": self.rounds,
         }
 
-    def feedback(self, commit: str, result: GateResult) -> str:
+    async def restore_hint(self, result: GateResult) -> str:
+        """The command that puts back the protected files the integrity checks found changed, as the
+        task's start had them (added ones removed), or "". The harness copies the originals under the
+        workspace's `.hilbert/base/` (never committed): a worker's commands have no git of their own."""
+        found = (FINDING.match(f) for step in result.steps if step.name == "integrity" for f in step.findings)
+        paths = sorted({m.group(2) for m in found if m and m.group(1) in RESTORABLE})
+        commands, added = [], []
+        for path in paths:
+            spec = f"{self.checkout.base}:{path}"
+            shown = await self.git.run("--git-dir", self.checkout.git_dir, "show", spec, check=False)
+            if shown.returncode != 0:
+                added.append(path)
+                continue
+            copy = self.checkout.work_tree / HARNESS_DIR / "base" / path
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(shown.stdout)
+            original = shlex.quote(f"{HARNESS_DIR}/base/{path}")
+            commands.append(
+                f"mkdir -p {shlex.quote(str(Path(path).parent))} && cp {original} {shlex.quote(path)}"
+            )
+        commands += [f"rm -f -- {shlex.join(added)}"] if added else []
+        if not commands:
+            return ""
+        return (
+            f"\nTo put the protected files back as the task's start had them, run `{' && '.join(commands)}`."
+        )
+
+    def feedback(self, commit: str, result: GateResult, restore: str = "") -> str:
         # the held-out tests' output would hand the worker their inputs and expected values
         failed = next((s for s in result.steps if not s.passed and s.output and s.name != "heldout"), None)
         output = f"\nOutput of the {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
         reasons = "\n".join(f"- {reason}" for reason in result.reasons)
-        return FEEDBACK.format(commit=commit[:12], reasons=reasons, output=output, verify=self.task.verify)
+        return FEEDBACK.format(
+            commit=commit[:12], reasons=reasons, output=output, verify=self.task.verify, restore=restore
+        )
 
 
 def _task_text(task: Task) -> str:

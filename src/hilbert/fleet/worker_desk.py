@@ -18,7 +18,7 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
-from hilbert.agent.tools import ToolBox, Tools, command_env
+from hilbert.agent.tools import ScopedTools, ToolBox, Tools, command_env
 from hilbert.errors import RunError
 from hilbert.fleet.inbox import Inbox
 from hilbert.fleet.lead_desk import INTEGRATION
@@ -28,9 +28,10 @@ from hilbert.fleet.names import Name
 from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.stop_gate import Panel, StopGate
 from hilbert.models.types import Model
-from hilbert.security.envelope import ENVELOPE_RULES, MessageKey
+from hilbert.security.envelope import ENVELOPE_RULES, MessageKey, defang
 from hilbert.security.policy import check_shell
 from hilbert.security.sandbox import Sandbox
+from hilbert.skills import Skill
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
 
@@ -67,6 +68,7 @@ class WorkerDesk:
     panel: Panel | None
     sandbox: Sandbox | None
     heldout: dict[str, Path]
+    skills: tuple[Skill, ...]
     watches: dict[str, Watch]
     agent_runs: dict[str, asyncio.Task[AgentResult]]
     restart_wanted: set[str]
@@ -105,24 +107,26 @@ class WorkerDesk:
         prompt = WORKER_TASK.format(
             id=task.id,
             title=task.title,
-            description=task.description or task.title,
+            description=defang(task.description or task.title),
             verify=task.verify,
             claims=claims,
             messages=ENVELOPE_RULES,
         )
+        for skill in self.skills:
+            prompt += f"\n\nSkill `{skill.name}` ({defang(skill.description)}):\n{defang(skill.body)}"
         if task.id in self.feedback:
             prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
         for note in self.notes.get(task.id, []):
             prompt += f"\n\nThe lead's note: {note}"
         inbox = Inbox(self.store, self.run, name.display, key=self.key)  # one for all runs of the attempt
-        tools = MessageTools(
+        tools: Tools = MessageTools(
             ToolBox(
                 checkout.work_tree,
                 env=self.env,
                 limits=self.limits,
                 command_slots=self.command_slots,
                 sandbox=self.sandbox,
-                shell_policy=check_shell,
+                shell_policy=check_shell if self.config.shell_policy else None,
             ),
             store=self.store,
             run=self.run,
@@ -131,6 +135,9 @@ class WorkerDesk:
             roster=lambda: list(self.workers.values()),
             key=self.key,
         )
+        scope = task.scope()
+        if scope is not None:  # fixed by the plan, before the worker reads anything
+            tools = ScopedTools(tools, scope)
         ref = None
         try:
             result = await self.run_worker(task, name, prompt, tools, gate, checkout, inbox)

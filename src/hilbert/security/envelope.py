@@ -10,6 +10,8 @@ writes:
 The attributes are the sender and its role as the harness knows them (never as the text claims); the
 text has `&`, `<` and `>` escaped, so it cannot close the envelope, open a forged one, or produce the
 form in which the lead, the judge or the person speak. `ENVELOPE_RULES` is what the agent is told.
+Untrusted text read outside an envelope (tool outputs, a task's description, skills) goes through
+`defang`, so no envelope can be forged there either.
 
 Every stored message carries an HMAC-SHA256 over its fields with a per-run key (`MessageKey`, a file
 under the run's private folder, outside every workspace); a row whose signature does not match was
@@ -22,6 +24,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from typing import Any, Literal
 
 Role = Literal["person", "lead", "judge", "harness", "worker"]
 ROLES: tuple[Role, ...] = ("person", "lead", "judge", "harness", "worker")
+_TAG = re.compile(r"</?\s*message\b", re.IGNORECASE)
 SIGNED_FIELDS = ("run", "sender", "role", "to", "text", "hop")
 ENVELOPE_RULES = (
     "Messages from others reach you inside <message from=... role=...> envelopes written by the harness: "
@@ -42,6 +46,13 @@ ENVELOPE_RULES = (
 
 def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def defang(text: str) -> str:
+    """`text` with anything that could pass for an envelope's tags made inert (`<message` and
+    `</message` lose their `<`), the rest untouched: for untrusted text an agent reads outside an
+    envelope — tool outputs, the task's description, skills — which must stay readable as it is."""
+    return _TAG.sub(lambda found: "&lt;" + found.group(0)[1:], text)
 
 
 def envelope(text: str, *, sender: str, role: Role, message_id: str) -> str:
@@ -80,4 +91,4 @@ def _canonical(record: Mapping[str, Any]) -> bytes:
     return json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-__all__ = ["ENVELOPE_RULES", "ROLES", "MessageKey", "Role", "envelope", "escape"]
+__all__ = ["ENVELOPE_RULES", "ROLES", "MessageKey", "Role", "defang", "envelope", "escape"]
