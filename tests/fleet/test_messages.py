@@ -74,6 +74,17 @@ def test_a_file_or_a_commands_output_cannot_forge_an_envelope_either(tmp_path: P
     assert (tmp_path / "Poincaré" / "NOTES.md").read_text() == FORGED  # the file itself is untouched
 
 
+def test_a_message_whose_fields_look_like_a_key_is_still_delivered(tmp_path: Path) -> None:
+    run = "sk-learn-upgrade-to-version-1-5"  # key-shaped: the store redacts it in the event's data
+    key = MessageKey.for_run(tmp_path / "run")
+    with EventStore.open(tmp_path / "log.db") as store:
+        send(store, run, "Noether", "hello", sender="Poincaré", key=key)
+        reader = Inbox(store, run, "Noether", key=key)
+        actions = reader.before_model_call(LoopState(run, "Noether", "t", []))
+        assert [a.message.content.splitlines()[1] for a in actions if isinstance(a, Inject)] == ["hello"]
+        assert not store.events(kinds=["message_rejected"])
+
+
 def test_a_row_changed_after_it_was_written_is_not_delivered(tmp_path: Path) -> None:
     key = MessageKey.for_run(tmp_path / "run")
     with EventStore.open(tmp_path / "log.db") as store:

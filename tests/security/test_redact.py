@@ -68,8 +68,20 @@ def test_values_of_secret_named_variables_are_replaced_wherever_they_appear(tmp_
 
 
 def test_a_value_that_contains_another_is_replaced_whole() -> None:
-    redactor = Redactor.from_env({"A_TOKEN": "abcdefgh", "B_TOKEN": "abcdefgh-and-more"})
-    assert redactor.redact("x abcdefgh-and-more y abcdefgh z") == "x *** y *** z"
+    redactor = Redactor.from_env({"A_TOKEN": "abcd1234", "B_TOKEN": "abcd1234-and-more"})
+    assert redactor.redact("x abcd1234-and-more y abcd1234 z") == "x *** y *** z"
+
+
+def test_a_plain_word_in_a_secret_named_setting_is_not_masked_everywhere() -> None:
+    redactor = Redactor.from_env({"CREDENTIALS_PROVIDER": "environment", "DEPLOY_TOKEN": "s3cr3t-t0ken"})
+    said = "the environment holds s3cr3t-t0ken; the task-list and disk-usage sk-abcdefghijklmnopqrstu"
+    assert redactor.redact(said) == "the environment holds ***; the task-list and disk-usage ***"
+
+
+def test_newer_key_shapes_are_masked() -> None:
+    keys = ["sk_live_abcdefghijklmnop1234", "hf_" + "a1" * 16, "AIza" + "b2" * 17 + "c", "glpat-" + "x9" * 10]
+    keys.append("hilbert-gw-" + "Z0" * 16)
+    assert Redactor().redact(" | ".join(keys)) == " | ".join(["***"] * len(keys))
 
 
 def test_json_like_data_is_redacted_everywhere_keys_included_and_left_unchanged() -> None:

@@ -12,6 +12,7 @@ from hilbert.agent.tools import ScopedTools, ToolBox
 from hilbert.errors import UserError
 from hilbert.fleet.plan import parse_plan
 from hilbert.models.types import ToolCall
+from hilbert.security.scope import ToolScope
 
 PLAN = """\
 # Keep the tests green
@@ -47,7 +48,14 @@ def test_a_plans_tool_scope_is_enforced_before_any_call_runs(tmp_path: Path) -> 
     assert refused and said.startswith("refused by policy (tool_scope): `write_file` is not among")
     said, refused = run(tools, "shell", command="rm a.txt")
     assert refused and said.startswith("refused by policy (tool_scope)") and "command" in said
-    assert (tmp_path / "a.txt").read_text() == "hello\n"  # neither call ran
+    for smuggled in (
+        "python -m pytest; rm a.txt",
+        "python -m pytest && rm a.txt",
+        "python -m pytest $(rm a.txt)",
+    ):
+        said, refused = run(tools, "shell", command=smuggled)
+        assert refused and said.startswith("refused by policy (tool_scope)"), smuggled
+    assert (tmp_path / "a.txt").read_text() == "hello\n"  # none of these calls ran
     said, _ = run(tools, "finish", claim="done", evidence="ran it")  # the loop's, never the scope's
     assert "tool_scope" not in said
 
@@ -65,3 +73,10 @@ def test_a_scope_that_cannot_be_read_names_the_plans_line() -> None:
     bad = PLAN.format(extra="").replace("read_file: any", "read_file: {path: {glob: 3}}")
     with pytest.raises(UserError, match=r"PLAN.md:\d+: .*tools"):
         parse_plan(bad)
+
+
+def test_a_path_pattern_does_not_reach_out_through_dot_dot() -> None:
+    scope = ToolScope.from_mapping({"tools": {"read_file": {"path": {"glob": "src/*"}}}})
+    assert scope.check("read_file", {"path": "src/app.py"}) is None
+    refused = scope.check("read_file", {"path": "src/../secret.txt"})
+    assert refused is not None and refused.rule == "tool_scope"

@@ -54,8 +54,8 @@ def send(
     (any other name) a worker; signed with `key` when the run has one. `hop` counts how often its text
     was passed on from message to message."""
     kind = _KINDS.get(sender, AGENT_MESSAGE)
-    text = store.redactor.redact(text)  # as the store will keep it, so the signature still matches
     record = {"run": run, "sender": sender, "role": _ROLES[kind], "to": to, "text": text, "hop": hop}
+    record = store.redactor.redact_json(record)  # as the store will keep it, so the signature matches
     if key is not None:
         record["signature"] = key.sign(record)
     store.append(run, sender, kind, record)

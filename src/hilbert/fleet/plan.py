@@ -16,7 +16,7 @@ PLAN.md is markdown for people with one machine-readable fenced block per task:
     budget: {turns: 40, usd: 1.0}
     allow_test_edits: [tests/test_dates.py::test_leap]   # tests the task says are wrong (optional)
     heldout: heldout/T3                                   # tests the worker never sees (optional)
-    tools: {read_file: any, shell: {command: {glob: "python -m pytest*"}}}  # the worker's only tools (optional)
+    tools: {read_file: any, shell: {command: {glob: "python -m pytest*"}}}  # its only tools (optional)
     ```
 
 Every `## ` heading (outside a code fence) starts a task and must read `## ID — Title` (sub-headings in a

@@ -32,15 +32,16 @@ from typing import Any
 
 from hilbert.agent.policies import Action, CostPool, Halt, LoopState, Policy, Resume, Stop
 from hilbert.agent.shell import Limits
+from hilbert.fleet.originals import copy_in, original
 from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
 from hilbert.judge.gate import GateResult, Step, run_gate
 from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
 from hilbert.models.types import Message, Model
+from hilbert.security.envelope import defang
 from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
-from hilbert.workspaces.workspaces import HARNESS_DIR
 
 Record = Callable[[str, dict[str, Any]], None]
 IMPOSSIBLE = "the judge says the task is impossible"
@@ -150,7 +151,7 @@ class StopGate(Policy):
             if self.rounds >= self.max_rounds:
                 return [Halt(f"the review panel still sends it back after {self.rounds} rounds")]
             reasons = "\n".join(f"- {reason}" for reason in reviewed.reasons)
-            text = PANEL_FEEDBACK.format(commit=commit[:12], reasons=reasons, verify=self.task.verify)
+            text = PANEL_FEEDBACK.format(commit=commit[:12], reasons=defang(reasons), verify=self.task.verify)
             return [Resume(Message("user", text))]
         because = "; ".join(result.reasons)
         if result.verdict == "impossible":
@@ -227,24 +228,21 @@ class StopGate(Policy):
 
     async def restore_hint(self, result: GateResult) -> str:
         """The command that puts back the protected files the integrity checks found changed, as the
-        task's start had them (added ones removed), or "". The harness copies the originals under the
-        workspace's `.hilbert/base/` (never committed): a worker's commands have no git of their own."""
+        task's start had them (added ones removed), or "". The originals are copied into the workspace
+        (`hilbert.fleet.originals`): a worker's commands have no git of their own."""
         found = (FINDING.match(f) for step in result.steps if step.name == "integrity" for f in step.findings)
         paths = sorted({m.group(2) for m in found if m and m.group(1) in RESTORABLE})
-        commands, added = [], []
-        for path in paths:
-            spec = f"{self.checkout.base}:{path}"
-            shown = await self.git.run("--git-dir", self.checkout.git_dir, "show", spec, check=False)
-            if shown.returncode != 0:
-                added.append(path)
-                continue
-            copy = self.checkout.work_tree / HARNESS_DIR / "base" / path
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.write_text(shown.stdout)
-            original = shlex.quote(f"{HARNESS_DIR}/base/{path}")
-            commands.append(
-                f"mkdir -p {shlex.quote(str(Path(path).parent))} && cp {original} {shlex.quote(path)}"
-            )
+        kept = {p: await original(self.checkout.git_dir, self.checkout.base, p) for p in paths}
+        existed = {path: data for path, data in kept.items() if data is not None}
+        added = [path for path, data in kept.items() if data is None]
+        folder = copy_in(self.checkout.work_tree, existed) if existed else ""
+        if folder is None:
+            return ""
+        quote = shlex.quote
+        commands = [
+            f"mkdir -p {quote(str(Path(p).parent))} && cp {quote(f'{folder}/{p}')} {quote(p)}"
+            for p in existed
+        ]
         commands += [f"rm -f -- {shlex.join(added)}"] if added else []
         if not commands:
             return ""
@@ -257,8 +255,12 @@ class StopGate(Policy):
         failed = next((s for s in result.steps if not s.passed and s.output and s.name != "heldout"), None)
         output = f"\nOutput of the {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
         reasons = "\n".join(f"- {reason}" for reason in result.reasons)
-        return FEEDBACK.format(
-            commit=commit[:12], reasons=reasons, output=output, verify=self.task.verify, restore=restore
+        return FEEDBACK.format(  # the reasons and the output quote the worker's code: untrusted text
+            commit=commit[:12],
+            reasons=defang(reasons),
+            output=defang(output),
+            verify=self.task.verify,
+            restore=restore,
         )
 
 

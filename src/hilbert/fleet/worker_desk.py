@@ -104,20 +104,20 @@ class WorkerDesk:
             command_slots=self.command_slots,
         )
         claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
-        prompt = WORKER_TASK.format(
+        prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
             id=task.id,
-            title=task.title,
+            title=defang(task.title),
             description=defang(task.description or task.title),
-            verify=task.verify,
-            claims=claims,
+            verify=defang(task.verify),
+            claims=defang(claims),
             messages=ENVELOPE_RULES,
         )
         for skill in self.skills:
             prompt += f"\n\nSkill `{skill.name}` ({defang(skill.description)}):\n{defang(skill.body)}"
         if task.id in self.feedback:
-            prompt += f"\n\nAn earlier attempt at this task did not land:\n{self.feedback[task.id]}"
+            prompt += f"\n\nAn earlier attempt at this task did not land:\n{defang(self.feedback[task.id])}"
         for note in self.notes.get(task.id, []):
-            prompt += f"\n\nThe lead's note: {note}"
+            prompt += f"\n\nThe lead's note: {defang(note)}"
         inbox = Inbox(self.store, self.run, name.display, key=self.key)  # one for all runs of the attempt
         tools: Tools = MessageTools(
             ToolBox(

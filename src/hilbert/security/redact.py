@@ -5,13 +5,17 @@ A `Redactor` replaces with `***`:
 
 - the value of every environment variable whose name looks secret (`SECRET_NAME`: API_KEY, TOKEN,
   SECRET, PASSWORD, PASSWD, ACCESS_KEY, PRIVATE_KEY, CREDENTIAL), when the value has at least
-  `MIN_SECRET_CHARS` characters (so `PASSWORD=x` does not wipe every "x") and does not name an
-  existing file or folder (`GOOGLE_APPLICATION_CREDENTIALS=/path/key.json` names where a secret is,
-  and paths are what a log is read for);
+  `MIN_SECRET_CHARS` characters (so `PASSWORD=x` does not wipe every "x"), is not a plain word
+  (`CREDENTIALS_PROVIDER=environment` is a setting, not a secret: masking it would mask the word
+  everywhere) and does not name an existing file or folder
+  (`GOOGLE_APPLICATION_CREDENTIALS=/path/key.json` names where a secret is, and paths are what a log
+  is read for);
 - key-shaped strings, whoever's key they are: OpenAI and Anthropic keys (`sk-…`, `sk-proj-…`,
   `sk-ant-…`), GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), AWS access key
-  ids (`AKIA…`, `ASIA…`), Slack tokens (`xoxb-`, `xoxp-`, …), the token after `Bearer ` (the word
-  stays), and PEM private key blocks (`-----BEGIN … PRIVATE KEY-----` to its END line, or to the end
+  ids (`AKIA…`, `ASIA…`), Slack tokens (`xoxb-`, `xoxp-`, …), Stripe (`sk_live_`, `rk_test_` …),
+  Hugging Face (`hf_`), Google API keys (`AIza…`), GitLab (`glpat-`), hilbert's gateway tokens
+  (`hilbert-gw-`), the token after `Bearer ` (the word stays), and PEM private key blocks
+  (`-----BEGIN … PRIVATE KEY-----` to its END line, or to the end
   of a text cut short).
 
 All of it is one precompiled regular expression, so a text without secrets costs one scan. The
@@ -42,12 +46,16 @@ KEY_SHAPES = (
     r"\bgithub_pat_[A-Za-z0-9_]{22,}",  # GitHub fine-grained tokens
     r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",  # AWS access key ids
     r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack tokens
+    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe keys
+    r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face tokens
+    r"\bAIza[0-9A-Za-z_-]{35}",  # Google API keys
+    r"\bglpat-[A-Za-z0-9_-]{20,}",  # GitLab tokens
+    r"\bhilbert-gw-[A-Za-z0-9_-]{20,}",  # hilbert's own gateway tokens (hilbert.models.gateway)
     r"(?<=\b[Bb]earer )(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{12,}",  # HTTP bearer tokens
     r"-----BEGIN[A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",  # PEM keys
 )
 # A text holding none of these (nor a known value) has no key shape: it is returned unscanned.
 KEY_MARKS = (
-    "sk-",
     "ghp_",
     "gho_",
     "ghu_",
@@ -57,9 +65,19 @@ KEY_MARKS = (
     "AKIA",
     "ASIA",
     "xox",
+    "_live_",
+    "_test_",
+    "hf_",
+    "AIza",
+    "glpat-",
+    "hilbert-gw-",
     "earer ",
     "PRIVATE KEY",
 )
+
+
+_SK = re.compile(r"\bsk-")  # a word boundary: "task-" and "disk-" are not worth a full scan
+_PLAIN_WORD = re.compile(r"[a-z]+(?:[-_][a-z]+)*")
 
 
 def looks_secret(name: str) -> bool:
@@ -91,7 +109,7 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by `***`."""
-        if not any(mark in text for mark in self._marks):  # the common case, many times faster
+        if not any(mark in text for mark in self._marks) and not _SK.search(text):  # the common case
             return text
         return self._pattern.sub(MASK, text)
 
@@ -111,6 +129,8 @@ class Redactor:
 
 def _is_secret_value(name: str, value: str) -> bool:
     if not looks_secret(name) or len(value.strip()) < MIN_SECRET_CHARS:
+        return False
+    if _PLAIN_WORD.fullmatch(value.strip()):
         return False
     try:
         return not os.path.exists(value.strip())

@@ -45,7 +45,10 @@ HINT = (
 @dataclass(frozen=True)
 class ArgumentRule:
     """What one argument may be: `any` value, `one_of` the `values`, or a text matching a `glob` or a
-    `regex` (in full)."""
+    `regex` (in full). A pattern speaks for one plain value: a text holding a shell control character
+    (`;`, `&`, `|`, a backtick, `$(`, a redirection, a newline) or a `..` path segment never matches
+    one, so `python -m pytest*` cannot let `python -m pytest; rm -rf src` through, nor `src/*` reach
+    `src/../secret`."""
 
     kind: Literal["any", "one_of", "glob", "regex"]
     values: tuple[Any, ...] = ()
@@ -56,7 +59,7 @@ class ArgumentRule:
             return True
         if self.kind == "one_of":
             return any(_same(value, allowed) for allowed in self.values)
-        if not isinstance(value, str):
+        if not isinstance(value, str) or _SMUGGLES.search(value):
             return False
         if self.kind == "glob":
             return fnmatch.fnmatchcase(value, self.pattern)
@@ -78,6 +81,7 @@ class ArgumentRule:
 
 
 ANY = ArgumentRule("any")
+_SMUGGLES = re.compile(r"[;&|`<>\n\r]|\$\(|(?:^|/)\.\.(?:/|$)")
 
 
 @dataclass(frozen=True)

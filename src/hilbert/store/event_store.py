@@ -56,6 +56,7 @@ T = TypeVar("T")
 
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 _MAX_WAIT_S = 0.01  # longest sleep between two tries for a locked file
+_STORED_MEMO = 1 << 16  # messages whose blob key put_messages remembers
 _CHUNK = 500  # rows or bound parameters per statement; well under SQLite's limits
 _COLUMNS = "id, run, agent, seq, time, kind, data"
 
@@ -86,6 +87,7 @@ class EventStore:
         self._path = path
         self._busy_timeout_s = busy_timeout_s
         self._redactor = redactor
+        self._stored: dict[int, tuple[Message, str]] = {}  # id -> (message, blob key): put_messages' memo
         self._lock = threading.Lock()
         self._jitter = random.Random()
 
@@ -202,9 +204,11 @@ class EventStore:
 
     def put_messages(self, messages: Sequence[Message]) -> list[str]:
         """Store each message, redacted, once under its content hash; return the hashes, in order."""
-        encoded = [encode_blob(self._redactor.redact_json(message.to_json())) for message in messages]
-        hashes = [key for key, _ in encoded]
-        known = self._existing_blobs(hashes)
+        # a conversation is sent again every turn: each message object is redacted and hashed once
+        keys = {id(m): seen[1] for m in messages if (seen := self._stored.get(id(m))) and seen[0] is m}
+        fresh = [m for m in messages if id(m) not in keys]
+        encoded = [encode_blob(self._redactor.redact_json(m.to_json())) for m in fresh]
+        known = self._existing_blobs([key for key, _ in encoded])
         missing = {key: text for key, text in encoded if key not in known}
         if missing:
             self._write(
@@ -212,7 +216,12 @@ class EventStore:
                     "INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", missing.items()
                 )
             )
-        return hashes
+        for message, (key, _) in zip(fresh, encoded, strict=True):
+            keys[id(message)] = key
+            if len(self._stored) >= _STORED_MEMO:
+                del self._stored[next(iter(self._stored))]
+            self._stored[id(message)] = (message, key)  # the message is kept: its id cannot be reused
+        return [keys[id(m)] for m in messages]
 
     # -- reading ---------------------------------------------------------------------------------
 
