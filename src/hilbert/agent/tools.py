@@ -6,9 +6,11 @@ raises for a bad call: a refused path, a missing file, a non-unique edit or malf
 back as an error result the model can read and act on.
 
 Shell commands run with the workspace as working directory, a timeout (the process group is killed),
-API keys, tokens and other secrets removed from their environment, and — given a `Sandbox`
-(`hilbert.security.sandbox`) — inside it: only the workspace writable, no network, the run's other
-folders hidden; a `refuse` sandbox answers every command with a tool error. Output beyond
+API keys, tokens, other secrets and every variable naming an agent socket or a display removed from
+their environment, and — given a `Sandbox` (`hilbert.security.sandbox`) — inside it: only the
+workspace writable, no network, the run's other folders, the person's credentials and the runtime
+sockets hidden (the sandbox's `describe()` names what its kind cannot cover); a `refuse` sandbox
+answers every command with a tool error. Output beyond
 `max_output_chars` is cut to its head and tail, and the whole output is saved under
 `.hilbert/outputs/` in the workspace so the agent can read it with read_file (see `shell.py`).
 Without a sandbox (library use, tests) commands are confined by working directory only.
@@ -36,6 +38,28 @@ from hilbert.security.scope import ToolScope
 
 FINISH = "finish"
 SKIP_DIRS = {".git", ".hilbert", "__pycache__", ".venv", "node_modules"}
+# Variables that lead a command to something of the person's that would act for it — an ssh or gpg
+# agent, the session bus, a display, a container daemon, a terminal multiplexer — beside every name
+# ending in SOCK or SOCKET (SWAYSOCK, PODMAN_SOCK, ...). The sandboxes hide those sockets too.
+AGENT_VARIABLES = frozenset(
+    {
+        "SSH_AUTH_SOCK",
+        "SSH_AGENT_PID",
+        "SSH_ASKPASS",
+        "GPG_AGENT_INFO",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "XDG_RUNTIME_DIR",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "XAUTHORITY",
+        "DOCKER_HOST",
+        "CONTAINER_HOST",
+        "TMUX",
+        "STY",
+        "KRB5CCNAME",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -48,15 +72,21 @@ def command_env(
     env: Mapping[str, str] | None = None, *, hilbert_python_first: bool = False
 ) -> dict[str, str]:
     """The environment commands run with: the given (or current) one without API keys, tokens and
-    other secrets. No bytecode is written: two same-sized edits within one second would otherwise
-    share a stale `.pyc` and a test run could see the old code. `hilbert_python_first` puts the
+    other secrets, nor the way to the person's agents (`AGENT_VARIABLES`). No bytecode is written:
+    two same-sized edits within one second would otherwise share a stale `.pyc` and a test run could
+    see the old code. `hilbert_python_first` puts the
     interpreter hilbert runs on first on PATH — for the demo and tests, whose sample projects need
     its pytest; never for a user's project, whose own `python` must stay the one it finds."""
-    clean = {k: v for k, v in (os.environ if env is None else env).items() if not looks_secret(k)}
+    clean = {k: v for k, v in (os.environ if env is None else env).items() if not _withheld(k)}
     clean["PYTHONDONTWRITEBYTECODE"] = "1"
     if hilbert_python_first:
         clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), clean.get("PATH", os.defpath)])
     return clean
+
+
+def _withheld(name: str) -> bool:
+    upper = name.upper()
+    return looks_secret(name) or upper in AGENT_VARIABLES or upper.endswith(("SOCK", "SOCKET"))
 
 
 def _clip(line: str, limit: int = 300) -> str:

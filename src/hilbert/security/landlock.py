@@ -1,18 +1,27 @@
 """Landlock, the kernel's unprivileged sandbox: a small ctypes binding and a launcher that runs one
 command inside it. Standard library only, so the launcher starts fast as a script:
 
-    python -I -S landlock.py --write DIR ... [--read DIR ...] [--hide DIR ...] [--tmpdir DIR]
+    python -I -S landlock.py --write DIR ... [--read DIR ...] [--hide PATH ...] [--tmpdir DIR]
                              [--chdir DIR] [--network] -- ARGV...
 
-It sets `PR_SET_NO_NEW_PRIVS`, restricts itself and `execvp`s ARGV, which then runs with:
+It sets `PR_SET_NO_NEW_PRIVS`, restricts itself, installs a seccomp filter and `execvp`s ARGV, which
+then runs with:
 
-- the whole file system readable and executable, except the `--hide` folders (and their contents);
+- the whole file system readable and executable, except the `--hide` folders (and their contents)
+  and files;
 - writes (write, make, remove, truncate, refer — every such right the kernel's ABI knows) only beneath
   the `--write` folders, plus the character devices commands write to (`/dev/null`, `/dev/tty`, ...)
   and `/dev/shm` (POSIX semaphores: Python's multiprocessing needs it);
 - no TCP connect or bind (ABI >= 4) unless `--network`; abstract unix sockets and signals scoped to
   the sandbox (ABI >= 6);
-- `TMPDIR` set to `--tmpdir` (made if missing, with a `.gitignore` of `*`): there is no private /tmp.
+- a seccomp filter for what Landlock cannot refuse (`seccomp_filter`): no unix socket but an unnamed
+  pair (`connect()` to a named one — docker.sock, the session bus, an ssh or gpg agent — is not a
+  file access Landlock controls, even inside a hidden folder), no io_uring (it opens sockets past
+  seccomp), only TCP in `AF_INET`/`AF_INET6` unless `--network` (no UDP out), and no other family
+  but netlink. Python's multiprocessing with `fork` works; the `forkserver` start method (Python
+  3.14's default) and `multiprocessing.Manager` need a named unix socket and fail with EPERM;
+- `TMPDIR` set to `--tmpdir`, made *after* restricting (so only inside a `--write` folder) and used
+  only when its real path is inside one, with a `.gitignore` of `*`: there is no private /tmp.
 
 Landlock rules only *allow*, and a right granted on a folder holds for everything beneath it, so
 "everything but H" is granted as its complement: read on every sibling along the path from `/` down
@@ -64,6 +73,17 @@ DEVICES = (
 DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV  # `> /dev/null` opens with O_TRUNC
 SHARED_WRITABLE = ("/dev/shm",)  # POSIX semaphores and shared memory (Python's multiprocessing)
 USAGE = "usage: landlock.py [--write|--read|--hide|--tmpdir|--chdir DIR]... [--network] -- ARGV..."
+
+# seccomp: `struct seccomp_data` is {int nr; u32 arch; u64 ip; u64 args[6]}; ints are the low words.
+ARCHES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # AUDIT_ARCH_*: other ABIs (i386, x32) denied
+SOCKET_CALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}  # socket, socketpair
+IO_URING_SETUP = 425  # the same number on both
+X32_SYSCALL_BIT = 0x40000000
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+LD_W_ABS, JEQ, JGE, AND, RET = 0x20, 0x15, 0x35, 0x54, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ...
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+SOCK_STREAM, SOCK_DGRAM, SOCK_TYPE_MASK, IPPROTO_TCP = 1, 2, 0xF, 6
 DENIED = 126  # the launcher's exit status when it cannot sandbox (the shell's "cannot execute")
 
 
@@ -114,9 +134,10 @@ def handled_fs(abi: int) -> int:
 
 
 def complement(hidden: list[str]) -> list[str]:
-    """The paths whose subtrees together hold the whole file system but the `hidden` folders: `/`
-    when nothing is hidden, else every entry along the way to a hidden folder that leads elsewhere."""
-    walls = {os.path.realpath(h) for h in hidden if os.path.isdir(h)}
+    """The paths whose subtrees together hold the whole file system but the `hidden` folders and
+    files: `/` when nothing is hidden, else every entry along the way to a hidden one that leads
+    elsewhere."""
+    walls = {os.path.realpath(h) for h in hidden if os.path.exists(h)}
     if "/" in walls:
         return []
     granted: list[str] = []
@@ -141,6 +162,90 @@ def complement(hidden: list[str]) -> list[str]:
     return granted
 
 
+Op = tuple[int | str, int | str, int | str, int]  # (code or a label, jt, jf, k): jumps to labels or by 0
+
+
+def seccomp_filter(machine: str, *, network: bool) -> list[tuple[int, int, int, int]]:
+    """The BPF program (code, jt, jf, k) the launcher installs: see the module docstring."""
+    socket, socketpair = SOCKET_CALLS[machine]
+    arg = [16 + 8 * i for i in range(3)]  # the low 32 bits of args[0..2] (little-endian)
+    x32: list[Op] = [(JGE, "deny", 0, X32_SYSCALL_BIT)] if machine == "x86_64" else []
+    inet_types: list[Op] = [  # TCP only: a stream socket of protocol 0 or IPPROTO_TCP (not SCTP, MPTCP)
+        (LD_W_ABS, 0, 0, arg[1]),
+        (AND, 0, 0, SOCK_TYPE_MASK),
+        (JEQ, 0, "deny", SOCK_STREAM),
+        (LD_W_ABS, 0, 0, arg[2]),
+        (JEQ, "allow", 0, 0),
+        (JEQ, "allow", "deny", IPPROTO_TCP),
+    ]
+    if network:
+        inet_types = [(RET, 0, 0, RET_ALLOW)]
+    program: list[Op] = [
+        (LD_W_ABS, 0, 0, 4),
+        (JEQ, 0, "deny", ARCHES[machine]),
+        (LD_W_ABS, 0, 0, 0),
+        *x32,
+        (JEQ, "deny", 0, IO_URING_SETUP),
+        (JEQ, "socket", 0, socket),
+        (JEQ, "socketpair", 0, socketpair),
+        (RET, 0, 0, RET_ALLOW),
+        ("socket", 0, 0, 0),
+        (LD_W_ABS, 0, 0, arg[0]),
+        (JEQ, "inet", 0, AF_INET),
+        (JEQ, "inet", 0, AF_INET6),
+        (JEQ, "allow", "deny", AF_NETLINK),
+        ("inet", 0, 0, 0),
+        *inet_types,
+        ("socketpair", 0, 0, 0),  # unnamed and connected to each other; a datagram one can send anywhere
+        (LD_W_ABS, 0, 0, arg[1]),
+        (AND, 0, 0, SOCK_TYPE_MASK),
+        (JEQ, "deny", "allow", SOCK_DGRAM),
+        ("allow", 0, 0, 0),
+        (RET, 0, 0, RET_ALLOW),
+        ("deny", 0, 0, 0),
+        (RET, 0, 0, RET_EPERM),
+    ]
+    labels: dict[str, int] = {}
+    code: list[Op] = []
+    for op in program:
+        if isinstance(op[0], str):
+            labels[op[0]] = len(code)
+        else:
+            code.append(op)
+
+    def offset(target: int | str, at: int) -> int:
+        return labels[target] - at - 1 if isinstance(target, str) else int(target)
+
+    return [(int(op), offset(jt, i), offset(jf, i), k) for i, (op, jt, jf, k) in enumerate(code)]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def install_seccomp(*, network: bool) -> None:
+    """Load `seccomp_filter` into this process (needs `PR_SET_NO_NEW_PRIVS`); `OSError` if it cannot."""
+    program = seccomp_filter(os.uname().machine, network=network)
+    filters = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
+    fprog = _SockFprog(len(program), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    done = libc.prctl(
+        ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0
+    )
+    if done != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"seccomp: {os.strerror(error)}")
+
+
 def restrict(abi: int, *, write: list[str], read: list[str], hidden: list[str], network: bool) -> None:
     """Confine this process (and what it execs) as the module docstring says; `OSError` if it cannot."""
     create, add_rule, restrict_self = SYSCALLS[os.uname().machine]
@@ -162,6 +267,7 @@ def restrict(abi: int, *, write: list[str], read: list[str], hidden: list[str], 
         _syscall(restrict_self, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
+    install_seccomp(network=network)
 
 
 def _allow(ruleset: int, add_rule: int, path: str, rights: int) -> None:
@@ -183,6 +289,30 @@ def _syscall_prctl(option: int) -> int:
     return int(libc.prctl(ctypes.c_int(option), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), 0))
 
 
+def make_tmpdir(tmp: str, write: list[str]) -> bool:
+    """Make `tmp` (and its `.gitignore` of `*`) if missing; False unless its real path lies inside one
+    of the `write` folders. Run it confined: then whatever a symlink on the way points to, no write
+    lands outside them."""
+    try:
+        os.makedirs(tmp, exist_ok=True)
+    except OSError:
+        return False
+    real = os.path.realpath(tmp)
+    if not any(real.startswith(os.path.realpath(folder).rstrip("/") + "/") for folder in write):
+        return False
+    try:
+        fd = os.open(
+            os.path.join(real, ".gitignore"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
+        )
+    except FileExistsError:
+        return True
+    except OSError:
+        return False
+    with os.fdopen(fd, "w") as file:
+        file.write("*\n")
+    return True
+
+
 def main(args: list[str]) -> int:
     """The launcher: parse `args`, confine, exec. Returns only on failure (exit status `DENIED`)."""
     if "--" not in args or args.index("--") == len(args) - 1:
@@ -202,19 +332,23 @@ def main(args: list[str]) -> int:
         print("hilbert-landlock: this kernel has no Landlock; nothing was run", file=sys.stderr)
         return DENIED
     try:
-        for tmp in found["--tmpdir"]:
-            os.makedirs(tmp, exist_ok=True)
-            ignore = os.path.join(tmp, ".gitignore")
-            if not os.path.exists(ignore):
-                with open(ignore, "w") as file:
-                    file.write("*\n")
-            os.environ["TMPDIR"] = tmp
         for folder in found["--chdir"]:
             os.chdir(folder)
         restrict(abi, write=found["--write"], read=found["--read"], hidden=found["--hide"], network=network)
     except OSError as error:
         print(f"hilbert-landlock: cannot sandbox ({error}); nothing was run", file=sys.stderr)
         return DENIED
+    for tmp in found[
+        "--tmpdir"
+    ]:  # after restricting: a planted symlink can lead nowhere but a --write folder
+        if make_tmpdir(tmp, found["--write"]):
+            os.environ["TMPDIR"] = tmp
+        else:
+            os.environ.pop("TMPDIR", None)
+            print(
+                f"hilbert-landlock: TMPDIR not set: {tmp} is not a folder inside the workspace",
+                file=sys.stderr,
+            )
     try:
         os.execvp(argv[0], argv)
     except OSError as error:

@@ -166,11 +166,11 @@ class Workspaces:
             f"--initial-branch={checkout.branch}",
         )
         (checkout.git_dir / "info").mkdir(exist_ok=True)
-        (checkout.git_dir / "info" / "exclude").write_text(f"/{HARNESS_DIR}/\n")
+        (checkout.git_dir / "info" / "exclude").write_text(f"/{HARNESS_DIR}\n")  # a folder, a file or a link
 
     async def commit(self, checkout: Checkout, message: str) -> str | None:
-        """Commit all changes in the work tree (incl. deletions, not `.hilbert/`); None if there are none."""
-        await self._worker_git(checkout, "add", "--all")  # `.hilbert/` is in the git dir's info/exclude
+        """Commit all changes in the work tree (incl. deletions, not `.hilbert`); None if there are none."""
+        await self._worker_git(checkout, "add", "--all")  # `/.hilbert` is in the git dir's info/exclude
         staged = await self._worker_git(checkout, "diff", "--cached", "--quiet", check=False)
         if staged.returncode == 0:
             return None
