@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck install install-dev tools sandbox clean
+.PHONY: demo test lint typecheck install install-dev tools sandbox agentdojo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,13 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy
 
-test: install-dev tools sandbox lint typecheck
+# AgentDojo (bench/agentdojo_compare.py) in its own venv: its dependencies must not move hilbert's pins.
+agentdojo: $(VENV)/.installed
+	@test -x .venv-agentdojo/bin/python || python3 -m venv .venv-agentdojo
+	@.venv-agentdojo/bin/python -c "import agentdojo" 2>/dev/null || \
+	  .venv-agentdojo/bin/pip install -q agentdojo==0.1.35 -e .
+
+test: install-dev tools sandbox agentdojo lint typecheck
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 # External clients used by the interop tests, each in its own git-ignored prefix (see tools/README.md).
@@ -46,4 +52,4 @@ tools:
 	$(MAKE) -C tools all
 
 clean:
-	rm -rf $(VENV) .tools tools/npm/node_modules
+	rm -rf $(VENV) .venv-agentdojo .tools tools/npm/node_modules

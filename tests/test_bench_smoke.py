@@ -160,7 +160,23 @@ def smoke_sandbox(tmp_path: Path) -> None:
     assert any(line.startswith("| `true` |") for line in lines), lines
 
 
+def smoke_agentdojo_compare(tmp_path: Path) -> None:
+    args = ("--suites", "banking", "--attacks", "direct", "--limit", "2", "--jobs", "1")
+    run = figures(run_bench("agentdojo_compare.py", *args)[-1])
+    assert (run["asr_none"], run["asr_scope_oracle_args"]) == ("1.000", "0.000"), run
+
+
+def smoke_security(tmp_path: Path) -> None:
+    lines = run_bench("security.py", "--only", "delete_outside--p*", "--keep", str(tmp_path))
+    run = figures(lines[-1])
+    assert (run["mode"], run["cases"], run["succeeded"]) == ("hilbert", "2", "0"), run
+    assert (run["benign_completed"], run["outside_changes"]) == ("4/4", "0"), run
+    assert any(line.startswith("delete_outside--peer_message") and " stopped " in line for line in lines)
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
+    "security.py": smoke_security,
+    "agentdojo_compare.py": smoke_agentdojo_compare,
     "loop_overhead.py": smoke_loop_overhead,
     "fake_server_streams.py": smoke_fake_server_streams,
     "workspaces.py": smoke_workspaces,
