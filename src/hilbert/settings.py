@@ -10,6 +10,7 @@ file named by `HILBERT_CONFIG`) > defaults. Model keys come from the usual varia
     max_turns = 80
     max_cost_usd = 2.5
     judge_model = "openai:gpt-5"          # the stop gate asks it for a verdict (it can only veto)
+    approve_worker_proposals = true       # scope changes a worker asked for wait for `hilbert approve`
     reviewers = ["openai:gpt-5", "openai:qwen3-coder@http://127.0.0.1:8000/v1"]
 
     [families]                            # what counts as independent: default = provider prefix
@@ -45,6 +46,9 @@ class Settings:
     panel_size: int = 3  # reviewers per change, one per family
     panel_paths: tuple[str, ...] = ()  # review only changes touching these globs; empty: every change
     unsandboxed: bool = False  # accept running workers' commands without a sandbox (none found)
+    # a scope change (add, split, reassign with a note) the lead makes after reading a worker's message
+    # waits for `hilbert approve`; false: applied at once (the lead_action still names the messages)
+    approve_worker_proposals: bool = True
     gate_rounds: int = 3  # how often the stop gate checks one attempt before it ends (sent back N-1 times)
     families: Mapping[str, str] = field(default_factory=dict)  # "provider:name" (or glob) -> family
     max_turns: int = 60

@@ -1,5 +1,6 @@
-"""The fleet's lead-facing half: when the lead may act, its sessions on escalated tasks, and the
-`Steering` seam its tools act through (`hilbert.fleet.escalation`).
+"""The fleet's lead-facing half: when the lead may act, its sessions on escalated tasks, the
+`Steering` seam its tools act through (`hilbert.fleet.steering`), and the proposals a session held
+for the person, applied once the person approves them (`hilbert.fleet.proposals`).
 
 `LeadDesk` is a base of the fleet's runtime (`hilbert.fleet.run._Fleet`), which owns the state these
 methods read and change (declared below); it keeps the lead's side of the run in one place, apart from
@@ -9,7 +10,7 @@ scheduling, workers and the merge queue.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,10 +18,22 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostPool, SharedCostLimit, TurnLimit
 from hilbert.errors import UserError
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
-from hilbert.fleet.inbox import LEAD, Inbox, send, stop_requested
+from hilbert.fleet.inbox import HARNESS, LEAD, PERSON, Inbox, send, stop_requested
 from hilbert.fleet.names import Name, lookup
 from hilbert.fleet.plan import Plan, Task, write_plan
+from hilbert.fleet.proposals import (
+    PROPOSAL_APPLIED,
+    PROPOSAL_APPROVED,
+    PROPOSAL_HELD,
+    PROPOSAL_REJECTED,
+    PROPOSAL_STALE,
+    Proposal,
+    ReadWorkerMessages,
+    WorkerMessage,
+    proposals,
+)
 from hilbert.fleet.scheduler import TaskState
+from hilbert.fleet.steering import SteeringTools
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
 from hilbert.security.sandbox import Sandbox
@@ -31,6 +44,7 @@ if TYPE_CHECKING:
     from hilbert.fleet.run import FleetConfig
 
 INTEGRATION = "hilbert/integration"
+DECISIONS_POLL_S = 1.0  # how often the run looks for the person's decisions on held proposals
 
 
 class LeadDesk:
@@ -80,8 +94,15 @@ class LeadDesk:
         checkout = await self.workspaces.provision(f"lead-{self.lead_sessions}", tip)
         running = {task: name.display for task, name in self.workers.items()}
         brief = escalation_brief(self.plan, self.states, escalated, self.feedback, running=running)
+        inbox = ReadWorkerMessages(self.lead_inbox)  # what this session was shown of workers' messages
         tools = EscalationToolBox(
-            checkout.work_tree, self, max_reopens=self.config.max_reopens, env=self.env, sandbox=self.sandbox
+            checkout.work_tree,
+            self,
+            max_reopens=self.config.max_reopens,
+            env=self.env,
+            sandbox=self.sandbox,
+            read=lambda: inbox.read,
+            hold_widening=self.config.approve_worker_proposals,
         )
         spend = SharedCostLimit(self.cost)
         try:
@@ -92,7 +113,7 @@ class LeadDesk:
                 model=self.lead_model,
                 toolbox=tools,
                 store=self.store,
-                policies=[TurnLimit(self.config.lead_turns), spend, self.lead_inbox],
+                policies=[TurnLimit(self.config.lead_turns), spend, inbox],
             )
             spend.settle(result.cost_usd)
         finally:
@@ -159,3 +180,77 @@ class LeadDesk:
             raise UserError(f"no running worker is called {worker!r}", hint=f"running now: {running}")
         send(self.store, self.run, name.display, text, sender=LEAD, key=self.key)
         return name.display
+
+    def propose(
+        self,
+        action: str,
+        detail: dict[str, Any],
+        arguments: Mapping[str, Any],
+        *,
+        read: Sequence[WorkerMessage],
+        plan: Plan | None = None,
+        notes: Mapping[str, str] = {},
+    ) -> str:
+        """Hold what the lead decided for the person's approval; the proposal's id (P1, P2, ...)."""
+        held = self.store.events(run=self.run, agent=HARNESS, kinds=[PROPOSAL_HELD])
+        proposal = f"P{len(held) + 1}"
+        added = [t.model_dump(mode="json") for t in plan.tasks if t.id not in self.tasks] if plan else []
+        self.record(
+            PROPOSAL_HELD,
+            {
+                "id": proposal,
+                "action": action,
+                "detail": detail,
+                "arguments": dict(arguments),
+                "added": added,
+                "notes": dict(notes),
+                "worker_messages": [message.to_json() for message in read],
+                "session": self.lead_sessions,
+            },
+        )
+        return proposal
+
+    async def watch_proposals(self, every_s: float = DECISIONS_POLL_S) -> None:
+        """Every `every_s`, carry out the person's new decisions on held proposals. Runs until cancelled."""
+        seen = 0
+        while True:
+            for event in self.store.events(
+                run=self.run, agent=PERSON, kinds=[PROPOSAL_APPROVED, PROPOSAL_REJECTED], after_id=seen
+            ):
+                seen = event.id
+                proposal = next(
+                    (p for p in proposals(self.store, self.run) if p.decided_by == event.id), None
+                )
+                if proposal is None:  # not the first decision on it, or no such proposal
+                    continue
+                try:
+                    self.decided(proposal)
+                except Exception as error:  # a harness step failed (the disk): say so, keep watching
+                    why = f"the harness failed to apply it: {type(error).__name__}: {error}"
+                    self.record(PROPOSAL_STALE, {"id": proposal.id, "why": why})
+            await asyncio.sleep(every_s)
+
+    def decided(self, proposal: Proposal) -> None:
+        """Apply a proposal the person approved, as the lead's tool would now (or record why it no
+        longer applies); tell the lead either way."""
+        what = f"{proposal.id} ({proposal.what()})"
+        if proposal.status == "rejected":
+            why = f": {proposal.why}" if proposal.why else ""
+            self.tell_lead(f"The person rejected {what}{why}. It is not applied.")
+            return
+        if proposal.status != "approved":
+            return
+        tools = SteeringTools(self, max_reopens=self.config.max_reopens, approved=proposal.id)
+        try:
+            tools.call(proposal.action, dict(proposal.arguments))
+        except UserError as refused:
+            why = str(refused)  # with its hint
+            self.record(PROPOSAL_STALE, {"id": proposal.id, "why": why})
+            self.tell_lead(f"The person approved {what}, but it no longer applies: {why}.")
+            return
+        self.record(PROPOSAL_APPLIED, {"id": proposal.id, "action": proposal.action})
+        self.tell_lead(f"The person approved {what}; it is applied. Nothing more is needed from you for it.")
+
+    def tell_lead(self, text: str) -> None:
+        """A note from the harness the lead reads in its current or next session."""
+        send(self.store, self.run, LEAD, text, sender=HARNESS, key=self.key)

@@ -68,6 +68,7 @@ class FleetConfig:
     escalations_per_session: int = 20  # the rest wait for the next session
     liveness: LivenessConfig = field(default_factory=LivenessConfig)  # nudge, stuck, restart the dead
     shell_policy: bool = True  # the harness's rules for shell commands; off only to measure what they stop
+    approve_worker_proposals: bool = True  # a lead that read a worker's message may not widen work alone
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,7 @@ class _Fleet(LeadDesk, WorkerDesk):
                 key=self.key,
             )
         )
+        deciding = asyncio.create_task(self.watch_proposals())  # the person's approvals (lead_desk)
         try:
             while True:  # until nothing runs and nothing can start
                 stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
@@ -294,7 +296,7 @@ class _Fleet(LeadDesk, WorkerDesk):
                         self.workers.pop(task_id, None)
                         self.attempted(task_id, finished)
         finally:
-            others = [task for task in (merging, leading, waker, watching) if task is not None]
+            others = [task for task in (merging, leading, waker, watching, deciding) if task is not None]
             for pending in [*running, *others]:
                 pending.cancel()
             await asyncio.gather(*running, *others, return_exceptions=True)

@@ -17,6 +17,7 @@ TOOL_RESULT: Final = "tool_result"
 MESSAGE_INJECTED: Final = "message_injected"
 AGENT_STOPPED: Final = "agent_stopped"
 POLICY_ACTION: Final = "policy_action"
+CONTEXT_COMPACTED: Final = "context_compacted"  # strategy, tokens/messages before and after, pinned, summary
 
 # Kinds that change the conversation (see `hilbert.store.conversation`).
 CONVERSATION_KINDS: Final = (AGENT_STARTED, MODEL_CALL, TOOL_RESULT, MESSAGE_INJECTED)
@@ -61,7 +62,12 @@ FLEET_KINDS: Final = (
     "merge_error",  # error
     "flaky_test",  # tasks, commit, command, first_exit, first_output, second_output
     "lead_consulted",  # tasks, session
-    "lead_action",  # action, task, and note | reason | into
+    "lead_action",  # action, task, and note | reason | into; worker_messages_read
+    "proposal_held",  # id, action, detail, arguments, added, notes, worker_messages, session
+    "proposal_approved",  # id (agent "person")
+    "proposal_rejected",  # id, why (agent "person")
+    "proposal_applied",  # id
+    "proposal_stale",  # id, why
     "plan_changed",  # tasks, plan (the PLAN.md written)
     "lead_answered",  # status, error, still_escalated
     "lead_message",  # to, text
@@ -93,7 +99,8 @@ class AgentStarted(TypedDict):
 
 
 class ModelCall(TypedDict):
-    request: list[str]  # HASHes of exactly the messages sent, in order
+    request: list[str]  # HASHes of the conversation at the call, in order
+    sent: NotRequired[list[str]]  # HASHes of what was sent instead, when compaction changed it
     tools: list[str]
     response: str  # HASH of the assistant message
     usage: UsageData

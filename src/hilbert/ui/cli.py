@@ -1,16 +1,17 @@
 """The `hilbert` command line: the only place that prints errors for a person.
 
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`,
-`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`) and the judge's (`judge`,
-`hook stop`, from `hilbert.ui.judge_commands`). Each builds `Settings` once and passes it down;
-`asyncio.run` happens in the commands, nowhere deeper. A `HilbertError` becomes one line
-`hilbert: error: ...` with its hint and exit status 2; never a traceback.
+`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`) and
+the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`). Each builds `Settings` once
+and passes it down; `asyncio.run` happens in the commands, nowhere deeper. A `HilbertError` becomes
+one line `hilbert: error: ...` with its hint and exit status 2; never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any
 import click
 
 from hilbert.errors import HilbertError, RunError, UserError
+from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
 
 
@@ -48,7 +50,7 @@ class _Cli(click.Group):
             click.echo(f"hilbert: error: {bad.format_message()}", err=True)
             sys.exit(bad.exit_code)
         except HilbertError as error:
-            click.echo(f"hilbert: error: {error}", err=True)
+            click.echo(f"hilbert: error: {Redactor.from_env(os.environ).redact(str(error))}", err=True)
             sys.exit(2)
         except OSError as error:  # a file-system or network refusal no command turned into a HilbertError
             where = f": {error.filename}" if error.filename else ""
@@ -309,13 +311,16 @@ def _latest(store: Any, runs: list[str]) -> str:
 @_DB
 @click.option("--watch", "-w", is_flag=True, help="Refresh every second until the run ends (or Ctrl-C).")
 def status(run_id: str | None, db: Path | None, watch: bool) -> None:
-    """One line per agent: name, task, state, turns, tokens, cost, age of its last event."""
+    """One line per agent: name, task, state, turns, tokens, cost, age of its last event; then the
+    scope changes waiting for your approval."""
+    from hilbert.fleet.proposals import pending_lines
     from hilbert.ui.fleet_commands import run_ended, status_lines
 
     with _open_run(db, run_id) as (store, run):
         while True:
-            lines = status_lines(store, run) or ["(no agents yet)"]
             ended = run_ended(store, run)
+            lines = status_lines(store, run) or ["(no agents yet)"]
+            lines += pending_lines(store, run, ended=ended)
             if watch:
                 click.clear()
                 state = "ended" if ended else "running; Ctrl-C to stop watching"
@@ -359,6 +364,41 @@ def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
 
 
 @cli.command()
+@click.argument("proposal")
+@_RUN
+@_DB
+def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
+    """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message; the
+    running fleet applies it if it still applies."""
+    from hilbert.fleet.proposals import decide
+    from hilbert.ui.fleet_commands import run_ended
+
+    with _open_run(db, run_id) as (store, run):
+        if run_ended(store, run):
+            raise UserError(
+                f"run {run} has ended: nothing would apply {proposal}",
+                hint="put the change in the plan and run it again",
+            )
+        decided = decide(store, run, proposal, approve=True)
+        click.echo(f"approved {decided.summary()} (run {run}); the running fleet applies it within seconds")
+
+
+@cli.command()
+@click.argument("proposal")
+@click.option("--why", default="", help="Your reason, passed on to the lead.")
+@_RUN
+@_DB
+def reject(proposal: str, why: str, run_id: str | None, db: Path | None) -> None:
+    """Reject PROPOSAL (P1, ...): the scope change the lead made after reading a worker's message is
+    never applied."""
+    from hilbert.fleet.proposals import decide
+
+    with _open_run(db, run_id) as (store, run):
+        decided = decide(store, run, proposal, approve=False, why=why)
+        click.echo(f"rejected {decided.summary()} (run {run})")
+
+
+@cli.command()
 @click.argument("name")
 @_RUN
 @_DB
@@ -385,7 +425,7 @@ def ask(name: str, question: str, run_id: str | None, db: Path | None, model: st
     with _open_run(db, run_id) as (store, run):
         agent = find_agent(store, run, name)
         settings = Settings.load({"db": db, "lead_model": model})  # who answers: the lead's model
-        click.echo(asyncio.run(ask_command(settings, store, run, agent, question)))
+        click.echo(store.redactor.redact(asyncio.run(ask_command(settings, store, run, agent, question))))
 
 
 @cli.command("sample-project")

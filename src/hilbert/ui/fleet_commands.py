@@ -22,6 +22,7 @@ from hilbert.fleet.inbox import PERSON
 from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.plan import Plan, parse_plan
+from hilbert.fleet.proposals import pending_lines
 from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
@@ -195,16 +196,21 @@ async def run_command(
                     max_turns=settings.max_turns,
                     max_cost_usd=max_cost_usd,
                     gate_rounds=settings.gate_rounds,
+                    approve_worker_proposals=settings.approve_worker_proposals,
                 ),
             )
+        left = pending_lines(store, run, ended=True)
     done = sum(state.status == "done" for state in result.states.values())
+    redact = store.redactor.redact
     echo(f"\n{done} of {len(plan.tasks)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
     for task_id, state in result.states.items():
         echo(
             f"  {task_id}: {state.status}"
-            + (f" ({result.stuck[task_id]})" if task_id in result.stuck else "")
+            + (f" ({redact(result.stuck[task_id])})" if task_id in result.stuck else "")
         )
     echo(f"  get it: git fetch {result.integration_repo} {INTEGRATION}")
+    for line in left:
+        echo(line)
     return result
 
 

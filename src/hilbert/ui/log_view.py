@@ -217,6 +217,11 @@ _FLEET_LINES = {
     "lead_answered": "the lead is done ({status}){still_line}",
     "lead_message": "lead → {to}: {text_line}",
     "workspaces_fallback": "workspaces are full private clones from now on: {why}",
+    "proposal_held": "held for the person: {id} {action} {task_list}",
+    "proposal_approved": "the person approved {id}",
+    "proposal_rejected": "the person rejected {id}: {why_line}",
+    "proposal_applied": "{id} applied",
+    "proposal_stale": "{id} no longer applies: {why_line}",
 }
 
 
@@ -277,6 +282,16 @@ def _lead_detail(data: dict[str, Any]) -> str:
     return f": {_first_line(str(said))}" if said else ""
 
 
+def _render_compacted(event: Event, store: EventStore) -> Rendered:
+    data = event.data
+    head = (
+        f"context compacted ({data['strategy']}): {data['tokens_before']:,} → {data['tokens_after']:,} "
+        f"tokens, {data['messages_before']} → {data['messages_after']} messages"
+    )
+    pinned = store.get_messages([data["pinned"]])[0].content if data.get("pinned") else ""
+    return head, _excerpt(pinned, OUTPUT_LINES) if pinned else []
+
+
 def _render_other(event: Event, store: EventStore) -> Rendered:
     return f"{event.kind} {json.dumps(event.data, ensure_ascii=False, separators=(',', ':'))}", []
 
@@ -289,6 +304,7 @@ _RENDERERS: dict[str, Callable[[Event, EventStore], Rendered]] = {
     MESSAGE_INJECTED: _render_injected,
     AGENT_STOPPED: _render_stopped,
     POLICY_ACTION: _render_policy_action,
+    "context_compacted": _render_compacted,
     **{kind: _render_fleet for kind in _FLEET_LINES},
 }
 
