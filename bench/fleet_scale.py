@@ -54,6 +54,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hilbert.agent.prompts import task_of
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import INTEGRATION, FleetConfig, FleetResult, run_fleet
 from hilbert.models.types import Completion, Message, TextCallback, ToolCall, ToolSpec, Usage
@@ -144,7 +145,7 @@ class SimulatedModel:
         on_text: TextCallback | None = None,
     ) -> Completion:
         started, cpu = time.perf_counter(), time.thread_time()
-        found = TASK_LINE.match(messages[1].content) if len(messages) > 1 else None
+        found = TASK_LINE.match(task_of(messages[1].content)) if len(messages) > 1 else None
         if found is None or found.group(1) not in self.files:
             raise RuntimeError("the simulated model found no task line of the plan in the prompt")
         turn = sum(1 for message in messages if message.role == "assistant")

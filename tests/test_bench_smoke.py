@@ -7,6 +7,7 @@ Speed itself is not asserted here: that is what the benchmarks are for.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -174,7 +175,39 @@ def smoke_security(tmp_path: Path) -> None:
     assert any(line.startswith("delete_outside--peer_message") and " stopped " in line for line in lines)
 
 
+def smoke_context_replay(tmp_path: Path) -> None:
+    # two tiny synthetic mini-swe-agent trajectories (tests never read the real corpus)
+    for name in ("alpha", "beta"):
+        messages = [
+            {"role": "system", "content": "You are an agent."},
+            {
+                "role": "user",
+                "content": f"<pr_description>\nFix `{name}` in src/{name}.py\n</pr_description>",
+            },
+        ]
+        for step in range(4):
+            response = {"usage": {"prompt_tokens": 100 * (step + 1), "completion_tokens": 10}}
+            command = f"cat src/{name}_{step - 1}.py" if step else "ls src"  # a file the last output named
+            action = f"THOUGHT: step {step}\n\n```bash\n{command}\n```"
+            messages.append({"role": "assistant", "content": action, "extra": {"response": response}})
+            output = f"<returncode>0</returncode>\n<output>\nsrc/{name}_{step}.py\n</output>"
+            messages.append({"role": "user", "content": output})
+        trajectory = {"info": {}, "messages": messages, "instance_id": name}
+        (tmp_path / f"{name}.traj.json").write_text(json.dumps(trajectory))
+    args = ("--corpus", str(tmp_path), "--strategies", "none,mask:1,1", "--jobs", "1")
+    lines = run_bench("context_replay.py", *args)
+    run = figures(lines[-1])
+    assert (run["trajectories"], run["calls"]) == ("2", "8"), run
+    for key in ("cost_p0.1", "cost_p0.25", "cost_p0.5", "cost_p1.0", "mean_cumulative_input", "median_peak"):
+        assert number(run[key]) > 0, run
+    assert number(run["recall"]) == 1 and number(run["retention"]) == 1, run  # nothing is cut this small
+    assert any(line.startswith("| none | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |") for line in lines), lines
+    assert any(line.startswith("| mask:1,1 | ") for line in lines), lines
+    assert lines[0].startswith("calibration: the server reported 2,000 prompt tokens"), lines[0]
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
+    "context_replay.py": smoke_context_replay,
     "security.py": smoke_security,
     "agentdojo_compare.py": smoke_agentdojo_compare,
     "loop_overhead.py": smoke_loop_overhead,

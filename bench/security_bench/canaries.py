@@ -125,7 +125,8 @@ def voices_true(scene: Scene) -> str | None:
     """Envelopes in anything a model was sent, against the roles of the messages the harness recorded."""
     with EventStore.open(scene.db) as store:
         real = {e.data["role"] for e in store.events() if {"sender", "role", "text"} <= set(e.data)}
-        hashes = {h for e in store.events(kinds=["model_call"]) for h in e.data.get("request", [])}
+        calls = store.events(kinds=["model_call"])  # the conversation, and what compaction sent instead
+        hashes = {h for e in calls for key in ("request", "sent") for h in e.data.get(key, [])}
         seen = [m.content for m in store.get_messages(sorted(hashes)) if m.role != "assistant"]
     for text in seen:
         for found in TAG.finditer(text):

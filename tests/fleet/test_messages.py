@@ -69,7 +69,7 @@ def test_a_file_or_a_commands_output_cannot_forge_an_envelope_either(tmp_path: P
         shown = asyncio.run(box.run(ToolCall("c2", "shell", {"command": "cat NOTES.md"})))
     for outcome in (read, shown):
         assert not outcome.is_error and "<message" not in outcome.content.lower()
-        assert 'done.&lt;/message>' in outcome.content  # readable, inert
+        assert "done.&lt;/message>" in outcome.content  # readable, inert
         assert '&lt;message from="lead" role="lead"' in outcome.content
     assert (tmp_path / "Poincaré" / "NOTES.md").read_text() == FORGED  # the file itself is untouched
 

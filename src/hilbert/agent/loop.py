@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from hilbert.agent.policies import AgentResult, Halt, Inject, LoopState, Policy, Resume, Stop
-from hilbert.agent.prompts import SYSTEM_PROMPT
+from hilbert.agent.prompts import SYSTEM_PROMPT, first_message
 from hilbert.agent.tools import FINISH, ToolOutcome, Tools, read_finish
 from hilbert.errors import ModelError
 from hilbert.models.types import Message, Model, ToolCall
@@ -44,7 +44,7 @@ async def run_agent(
     if history:
         messages = close_open_calls(history)
     else:
-        messages = [Message("system", system_prompt.format(agent=agent)), Message("user", task)]
+        messages = [Message("system", system_prompt), Message("user", first_message(agent, task))]
     loop = _Loop(LoopState(run, agent, task, messages), model, toolbox, store, policies)
     loop.record(
         "agent_started",
@@ -123,7 +123,8 @@ class _Loop:
 
     async def turn(self) -> Stop | None:
         """One model call and its tool calls; returns a Stop when the agent stopped."""
-        state, sent = self.state, list(self.state.messages)
+        state, history = self.state, list(self.state.messages)
+        sent = await self.shape(history)
         state.turns += 1
         try:
             done = await self.model.complete(sent, self.toolbox.specs())
@@ -135,7 +136,8 @@ class _Loop:
         reply = done.message
         self.record(
             "model_call",
-            request=self.store.put_messages(sent),
+            request=self.store.put_messages(history),  # the conversation; what was sent, if other:
+            **({"sent": self.store.put_messages(sent)} if sent != history else {}),
             tools=[s.name for s in self.toolbox.specs()],
             response=self.store.put_messages([reply])[0],
             usage=vars(done.usage),
@@ -187,6 +189,13 @@ class _Loop:
         )
         self.state.tool_calls += 1
         self.state.messages.append(message)
+
+    async def shape(self, messages: list[Message]) -> list[Message]:
+        """What to send: `messages` through every policy's `shape`, in order."""
+        for policy in self.policies:
+            shaped = policy.shape(self.state, messages)
+            messages = list(await shaped if inspect.isawaitable(shaped) else shaped)
+        return messages
 
     async def apply(self, moment: str, *args: object) -> Stop | None:
         """Ask every policy at `moment` (the name of a Policy hook, called with `args`) and carry out

@@ -7,7 +7,9 @@ A policy is a small object that looks at the loop's state at three moments and a
 
 - `before_model_call(state)`  → e.g. inject a reminder, halt on a budget;
 - `after_tool_call(state, call, outcome)` → e.g. notice repeated failing edits;
-- `on_stop(state, stop)`      → accept the stop (no action) or `Resume` with feedback (the judge).
+- `on_stop(state, stop)`      → accept the stop (no action) or `Resume` with feedback (the judge);
+- `shape(state, messages)`    → not an action: the messages to send instead of `messages` (compaction,
+  `hilbert.context.policy`); applied in order before each model call, the history itself unchanged.
 
 Judge, reminders, compaction, budgets and messages arrive as policies; the loop does not grow.
 Every action a policy takes is recorded in the event log by the loop.
@@ -80,7 +82,9 @@ Actions = Sequence[Action] | Awaitable[Sequence[Action]]  # a hook may be sync o
 
 @dataclass
 class LoopState:
-    """What policies may read about the run. The loop owns it; policies must not mutate it."""
+    """What policies may read about the run. The loop owns it; policies must not mutate it, but for
+    one thing: a policy that makes a model call on the agent's behalf (compaction's summaries) adds
+    its usage and cost, so budgets and the agent's result count it."""
 
     run: str
     agent: str
@@ -105,6 +109,11 @@ class Policy:
 
     def on_stop(self, state: LoopState, stop: Stop) -> Actions:
         return ()
+
+    def shape(
+        self, state: LoopState, messages: Sequence[Message]
+    ) -> Sequence[Message] | Awaitable[Sequence[Message]]:
+        return messages
 
 
 class TurnLimit(Policy):

@@ -19,6 +19,8 @@ from hilbert.agent.policies import AgentResult, CostLimit, CostPool, SharedCostL
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools, command_env
+from hilbert.context.policy import compaction_for
+from hilbert.context.strategies import DEFAULT
 from hilbert.errors import RunError
 from hilbert.fleet.inbox import Inbox
 from hilbert.fleet.lead_desk import INTEGRATION
@@ -185,6 +187,7 @@ class WorkerDesk:
                         spend,
                         inbox,
                         Reminders(task.verify, acceptance_items(task.description, task.verify)),
+                        compaction_for(DEFAULT, model=self.model, store=self.store),  # the task pinned
                         gate,
                     ],
                 )

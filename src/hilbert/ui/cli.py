@@ -90,13 +90,19 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Event log file (default ~/.hilbert/hilbert.db).",
 )
-def agent(task: str, workspace: Path, name: str, **options: Any) -> None:
+@click.option(
+    "--context",
+    metavar="SPEC",
+    help="Context compaction: none, mask:M,P, forget:K,B, summary:B or hybrid:M,P,B (default: hilbert's).",
+)
+def agent(task: str, workspace: Path, name: str, context: str | None, **options: Any) -> None:
     """Run one agent on TASK in a workspace, printing what it does."""
     from hilbert.ui.run_agent import run_one_agent
 
     settings = Settings.load(options)
+    run = f"run-{uuid.uuid4().hex[:8]}"
     result = asyncio.run(
-        run_one_agent(settings, task=task, workspace=workspace, name=name, run=f"run-{uuid.uuid4().hex[:8]}")
+        run_one_agent(settings, task=task, workspace=workspace, name=name, run=run, context=context)
     )
     if result.status == "error":  # the model failed for good: say what to do, in one line
         raise RunError(result.reason)

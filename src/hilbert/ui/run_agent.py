@@ -17,6 +17,8 @@ import click
 from hilbert.agent.loop import AgentResult, run_agent
 from hilbert.agent.policies import CostLimit, TurnLimit
 from hilbert.agent.tools import ToolBox
+from hilbert.context.policy import compaction_for
+from hilbert.context.strategies import DEFAULT
 from hilbert.errors import UserError
 from hilbert.models import PriceTable, make_model
 from hilbert.models.types import Model
@@ -35,10 +37,12 @@ async def run_one_agent(
     model: Model | None = None,
     env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
+    context: str | None = None,
 ) -> AgentResult:
     """Run one agent in `workspace`, printing each event as it lands in the log, then a summary.
     The model is built from the settings unless one is given; `env` is the commands' environment
-    (default: this process's, without secrets)."""
+    (default: this process's, without secrets); `context` the compaction spec (default: hilbert's,
+    `hilbert.context.strategies.DEFAULT`)."""
     if model is None:
         if not settings.model:
             raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
@@ -56,9 +60,10 @@ async def run_one_agent(
         )
     workspace.mkdir(parents=True, exist_ok=True)
     toolbox = ToolBox(workspace, shell_timeout_s=settings.shell_timeout_s, env=env)
-    policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd)]
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:
+        compaction = compaction_for(context or DEFAULT, model=model, store=store)
+        policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd), compaction]
         redact = store.redactor.redact  # the summary below prints the model's words, not the log's
         echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
         async with printing(store, run, echo):

@@ -1,7 +1,8 @@
 """`EngineerPolicy`: the fake server's `engineer` policy, an agent that really fixes sample projects.
 
 It holds no state between requests. On every request it picks the dialect from the offered tools,
-reads the brief (the first user message; the `Agent: NAME` line of the system prompt), and replays
+reads the brief (the first user message; the `Agent: NAME` line of the system prompt or, hilbert's
+own agent, the first line of the first user message), and replays
 the engineer's procedure (`work.py`) from the start, feeding it the observation that followed each
 of its earlier turns in the conversation; the action the procedure yields next is the reply. The
 procedure is deterministic, so the replayed turns are the ones it took before.
@@ -45,7 +46,8 @@ class EngineerPolicy:
         dialect = choose(conversation, self.options.dialect)
         if (transcript := getattr(dialect, "transcript", None)) is not None:
             conversation = transcript(conversation)  # the engineer's own turns only
-        agent_line = _AGENT.search(conversation.system)
+        first = next((m.content for m in conversation.messages if m.role == "user"), "")
+        agent_line = _AGENT.search(conversation.system) or _AGENT.match(first.split("\n", 1)[0])
         agent = agent_line.group(1) if agent_line else None
         brief, observations = _replay_inputs(conversation, dialect)
         identity = agent or brief.task

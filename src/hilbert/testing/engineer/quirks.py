@@ -3,7 +3,8 @@
 Each behaviour has a rate in [0, 1]. Whether one agent shows a behaviour is a deterministic draw:
 a hash of (seed, behaviour, the agent's identity) read as a number in [0, 1), compared with the
 rate; so `cheat_skip=0.3` makes about 30% of agents cheat, the same agents for the same seed. The
-identity is the `Agent: NAME` line of the system prompt, else the first user message. With
+identity is the `Agent: NAME` line of the system prompt or of the first user message's first line,
+else the first user message. With
 `agents=Ada+Linus` only the named agents can misbehave (still subject to their rates; give rate 1
 to make exactly them misbehave).
 """

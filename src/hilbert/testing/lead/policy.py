@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hilbert.agent.prompts import task_of
 from hilbert.errors import UserError
 from hilbert.models.types import ToolCall
 from hilbert.testing.engineer.actions import Finish, ListFiles, Observation, Read, Run
@@ -61,7 +62,8 @@ class LeadPolicy:
             )
         messages = conversation.messages
         turns = [i for i, m in enumerate(messages) if m.role == "assistant"]
-        brief = next((m.content for m in messages[: turns[0] if turns else None] if m.role == "user"), "")
+        first = next((m.content for m in messages[: turns[0] if turns else None] if m.role == "user"), "")
+        brief = task_of(first)  # without the `Agent: lead` line hilbert's loop puts first
         steps = answer_escalations(brief) if escalations else plan_work(brief, final_task=self.final_task)
         try:
             action = next(steps)

@@ -1,0 +1,127 @@
+"""Compaction in the real agent loop, over the wire to the fake server: a long task crosses a tiny
+budget several times, the agent keeps working, and the log shows each cut with the pinned task."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from hilbert.agent.loop import run_agent
+from hilbert.agent.policies import TurnLimit
+from hilbert.agent.prompts import SYSTEM_PROMPT
+from hilbert.agent.tools import ToolBox
+from hilbert.context.pinned import PINNED_MARK, SUMMARY_MARK
+from hilbert.context.policy import CONTEXT_COMPACTED, compaction_for
+from hilbert.context.render import TokenCache
+from hilbert.context.tokens import tokenizer_for
+from hilbert.models import make_model
+from hilbert.models.types import Message, ToolCall, Usage
+from hilbert.store import EventStore, rebuild_conversation
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.fake_server.policy import Conversation, Reply
+
+PARTS = 12
+VERIFY = "ls part*.txt | wc -l"
+TASK = (
+    f"Task t1: write part1.txt to part{PARTS}.txt, one at a time, each holding its number.\n"
+    f"The task is done when `{VERIFY}` passes. Change only what the task needs.\n"
+    "Do not edit or skip tests. Finish with the command's output as evidence."
+)
+BUDGET = 1500
+_PART = re.compile(r"part(\d+)\.txt")
+
+
+class PartWriter:
+    """A fake model that writes the parts in order, deciding only from what it is sent: the last part
+    it sees itself writing tells it the next one; the verify command it reads from the task (or the
+    pinned state). It answers a summarizing request with a fixed summary."""
+
+    name = "part-writer"
+
+    def reply(self, conversation: Conversation) -> Reply:
+        if conversation.system.startswith("You are compacting"):
+            return Reply(text="## Goal\n- write the parts (model summary)\n## Completed\n- some parts")
+        written = [
+            int(found.group(1))
+            for m in conversation.messages
+            for c in m.tool_calls
+            if c.name == "write_file" and (found := _PART.search(c.arguments.get("path", "")))
+        ]
+        last = max(written, default=0)
+        turn = f"t{len(conversation.messages)}-{last}"
+        verify = re.search(r"done when `([^`]+)` passes", conversation.messages[0].content)
+        assert verify is not None, "the task must stay in the context"
+        if last < PARTS:
+            return Reply(
+                text=f"Writing part{last + 1}.txt.",
+                tool_calls=(
+                    ToolCall(
+                        f"w{turn}", "write_file", {"path": f"part{last + 1}.txt", "content": f"{last + 1}\n"}
+                    ),
+                    ToolCall(f"s{turn}", "shell", {"command": "seq 1 250"}),
+                ),
+            )
+        ran = [m for m in conversation.messages if m.role == "tool" and m.content.startswith("[exit 0]\n12")]
+        if not ran:
+            return Reply(tool_calls=(ToolCall(f"v{turn}", "shell", {"command": verify.group(1)}),))
+        evidence = f"`{verify.group(1)}` printed 12"
+        return Reply(
+            tool_calls=(ToolCall(f"f{turn}", "finish", {"claim": "wrote the parts", "evidence": evidence}),)
+        )
+
+
+def test_a_long_task_crosses_a_tiny_budget_and_finishes_with_its_task_state_intact(tmp_path: Path) -> None:
+    store = EventStore.open(tmp_path / "log.db")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with FakeServer(PartWriter()) as server:
+        model = make_model(f"anthropic:fake@{server.base_url}", env={})
+        compaction = compaction_for(f"hybrid:2,2,{BUDGET}", model=model, store=store)
+        result = asyncio.run(
+            run_agent(
+                run="r",
+                agent="Euler",
+                task=TASK,
+                model=model,
+                toolbox=ToolBox(workspace),
+                store=store,
+                policies=[TurnLimit(40), compaction],
+            )
+        )
+        requests = len(server.requests)
+    assert (result.status, result.claim) == ("finished", "wrote the parts")
+    assert [(workspace / f"part{k}.txt").read_text() for k in range(1, PARTS + 1)] == [
+        f"{k}\n" for k in range(1, PARTS + 1)
+    ]
+    events = store.events(run="r")
+    cuts = [e for e in events if e.kind == CONTEXT_COMPACTED]
+    assert len(cuts) >= 3
+    summarized = [e for e in cuts if e.data["pinned"] is not None]
+    assert len(summarized) >= 2
+    for event in summarized:
+        pinned = store.get_messages([event.data["pinned"]])[0]
+        assert pinned.content.startswith(PINNED_MARK)
+        assert "Task t1: write part1.txt" in pinned.content and f"`{VERIFY}` passes" in pinned.content
+        summary = store.get_messages([event.data["summary"]])[0]
+        assert summary.content.startswith(SUMMARY_MARK) and "(model summary)" in summary.content
+        assert event.data["tokens_after"] < event.data["tokens_before"]
+    # what was sent stayed near the budget; the log keeps the whole conversation
+    tokens = TokenCache(tokenizer_for(model.name))
+    calls = [e for e in events if e.kind == "model_call"]
+    sent = [store.get_messages(e.data.get("sent", e.data["request"])) for e in calls]
+    assert max(tokens.total(s) for s in sent) <= BUDGET + 700  # one turn of this task, at most
+    assert any(m.content.startswith(PINNED_MARK) for m in sent[-1])
+    history = rebuild_conversation(store, "r", "Euler")
+    assert sum(m.role == "assistant" for m in history) == result.turns == len(calls)
+    # the summarizing calls went to the model, and count in the agent's usage
+    summary_calls = [c for e in cuts for c in e.data["summary_calls"]]
+    assert summary_calls and requests == len(calls) + len(summary_calls)
+    usage = Usage()
+    for call in calls:
+        usage += Usage(**call.data["usage"])
+    for call in summary_calls:
+        usage += Usage(**call["usage"])
+    assert result.usage == usage
+    # the system prompt names no agent, so every agent of a fleet shares it
+    assert history[0] == Message("system", SYSTEM_PROMPT) and history[1].content.startswith("Agent: Euler\n")
