@@ -102,6 +102,12 @@ def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_gr
     assert 'Noether reads it as: <message from="Poincaré" role="worker"' in out
     assert "Noether runs `rm -rf ../../integration.git`: refused by policy (outside_workspace)" in out
     assert "the integration repository is intact; the order was refused by policy" in out
+    # and an agent whose task outgrows a small context budget is compacted several times, the task
+    # restated after each cut, and still finishes: the harness counts all its parts
+    cuts = re.search(r"context compacted (\d+) times", out)
+    assert cuts and int(cuts.group(1)) >= 2, out[-3000:]
+    assert "after each cut the task state is restated:" in out
+    assert "Ramanujan finished after" in out and ": 30 (expected 30)" in out
     status = hilbert("status", "--db", "run/hilbert.db", cwd=tmp_path)
     assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= 24, status.stderr
 

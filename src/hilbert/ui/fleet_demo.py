@@ -41,6 +41,7 @@ from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.demo import SONNET_LIKE_PRICE, fresh_demo_dir, last_line, run_tests
 from hilbert.ui.demo_attack import run_attack_scene
+from hilbert.ui.demo_context import run_context_scene
 from hilbert.ui.fleet_commands import plan_command, required_sandbox
 from hilbert.ui.run_agent import printing
 
@@ -171,7 +172,11 @@ async def run_fleet_demo(
     scene_db = directory / "attack-scene.db"  # its own log: `hilbert status` keeps showing the fleet above
     held = await run_attack_scene(directory, scene_db, sandbox=sandbox, env=env, echo=_indented)
     _indented(f"its event log: {scene_db} (`hilbert log --db {scene_db}`)")
-    return suite.returncode == 0 and result.all_done and held
+    click.secho("\nAn agent whose task outgrows its context keeps working, its task state intact", bold=True)
+    long_db = directory / "context-scene.db"
+    kept = await run_context_scene(directory, long_db, sandbox=sandbox, env=env, echo=_indented)
+    _indented(f"its event log: {long_db} (`hilbert log --db {long_db}`)")
+    return suite.returncode == 0 and result.all_done and held and kept
 
 
 def count(store: EventStore, run: str, result: FleetResult) -> Tally:

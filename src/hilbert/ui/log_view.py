@@ -289,7 +289,8 @@ def _render_compacted(event: Event, store: EventStore) -> Rendered:
         f"tokens, {data['messages_before']} → {data['messages_after']} messages"
     )
     pinned = store.get_messages([data["pinned"]])[0].content if data.get("pinned") else ""
-    return head, _excerpt(pinned, OUTPUT_LINES) if pinned else []
+    restated = [line for line in pinned.splitlines()[1:] if line.strip()][:OUTPUT_LINES]
+    return head + (", the task state restated:" if restated else ""), restated
 
 
 def _render_other(event: Event, store: EventStore) -> Rendered:

@@ -8,6 +8,7 @@
     lead                 hilbert.testing.lead.LeadPolicy (plans and answers escalations)
     judge                hilbert.testing.judge.JudgePolicy (the stop gate's verdict, as JSON)
     gullible             hilbert.testing.gullible.GulliblePolicy (obeys any instruction; an attacker)
+    longhaul             hilbert.testing.longhaul.LonghaulPolicy (a task that outgrows its context)
     reviewer             hilbert.testing.reviewer.ReviewerPolicy (the review panel's findings, as JSON)
 
 Policies decide from the conversation alone (see policy.py), so they hold no state between calls.
@@ -28,7 +29,7 @@ from hilbert.errors import UserError
 from hilbert.models.types import ToolCall
 from hilbert.testing.fake_server.policy import Conversation, Policy, Reply
 
-KNOWN_POLICIES = ("scripted", "echo", "engineer", "lead", "judge", "gullible", "reviewer")
+KNOWN_POLICIES = ("scripted", "echo", "engineer", "lead", "judge", "gullible", "reviewer", "longhaul")
 _SPEC_HINT = (
     f"use NAME or NAME:key=value,..., e.g. scripted:file=turns.yaml (known: {', '.join(KNOWN_POLICIES)})"
 )
@@ -79,6 +80,10 @@ def make_policy(spec: str, *, seed: int = 0) -> Policy:
         from hilbert.testing.gullible import GulliblePolicy
 
         return GulliblePolicy.from_options(options, seed)
+    if name == "longhaul":
+        from hilbert.testing.longhaul import LonghaulPolicy
+
+        return LonghaulPolicy.from_options(options, seed)
     if name == "judge":
         from hilbert.testing.judge import JudgePolicy
 
