@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import run_cli
 from hilbert.agent.tools import command_env
 from hilbert.testing.fake_server.process import start_process
 
@@ -16,14 +17,7 @@ from hilbert.testing.fake_server.process import start_process
 def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in command_env(hilbert_python_first=True).items() if k != "HILBERT_CONFIG"}
     env["HOME"] = str(cwd or Path.cwd())
-    return subprocess.run(
-        [sys.executable, "-m", "hilbert.ui.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
 
 
 @pytest.mark.parametrize(

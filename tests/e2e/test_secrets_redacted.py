@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from cli_support import run_cli
 from hilbert.agent.tools import command_env
 from hilbert.testing.fake_server import FakeServer
 
@@ -18,14 +18,7 @@ KEY = "gh" + "p_" + "E2e9" * 9  # key-shaped output of a command
 
 
 def hilbert(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hilbert.ui.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(*args, cwd=cwd, env=env)
 
 
 def test_hilbert_agent_never_shows_nor_logs_a_key(tmp_path: Path) -> None:

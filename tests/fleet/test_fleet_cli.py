@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fleet_support import commit_all
 
+from cli_support import run_cli
 from hilbert.agent.tools import command_env
 from hilbert.fleet.plan import parse_plan
 from hilbert.testing.fake_server import FakeServer
@@ -18,14 +19,7 @@ from hilbert.testing.sample import generate_sample_project
 
 def hilbert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(cwd / "home")}
-    return subprocess.run(
-        [sys.executable, "-m", "hilbert.ui.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli(*args, cwd=cwd, env=env, timeout=300)
 
 
 def test_plan_then_run_then_status(tmp_path: Path) -> None:

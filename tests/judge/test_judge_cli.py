@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from judge_support import commit, git, make_repo, replace
 
+from cli_support import run_cli
 from hilbert.agent.tools import command_env
 from hilbert.testing.fake_server import FakeServer
 
@@ -22,15 +22,7 @@ EDIT_TEST = {"tests/test_ops.py": replace("ops.scale(3, 14) == 42", "ops.scale(3
 def hilbert(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in command_env(hilbert_python_first=True).items() if not k.startswith("HILBERT_")}
     env["HOME"] = str(cwd)
-    return subprocess.run(
-        [sys.executable, "-m", "hilbert.ui.cli", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    return run_cli(*args, cwd=cwd, env=env, stdin=stdin)
 
 
 def hook_stop(
