@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_layout import two_workspaces
 
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.models.types import ToolCall
@@ -45,12 +46,7 @@ def landlock() -> Sandbox:
 def test_only_the_workspace_is_writable_and_hidden_folders_cannot_be_listed_or_read(
     tmp_path: Path, landlock: Sandbox
 ) -> None:
-    run_root = tmp_path / "run"
-    mine, theirs = run_root / "workspaces" / "noether", run_root / "workspaces" / "gauss"
-    for folder in (mine, theirs):
-        folder.mkdir(parents=True)
-    (theirs / "work.py").write_text("precious = True\n")
-    (run_root / "message.key").write_text("00" * 32)
+    run_root, mine, theirs = two_workspaces(tmp_path)
     shared = tmp_path / "shared"  # readable (as the venv is), never writable
     shared.mkdir()
     (shared / "data.txt").write_text("readable data\n")

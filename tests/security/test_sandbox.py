@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_layout import two_workspaces
 
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.models.types import ToolCall
@@ -36,12 +37,7 @@ def sandbox() -> Sandbox:
 def test_only_the_workspace_is_writable_and_the_other_workspaces_are_hidden(
     tmp_path: Path, sandbox: Sandbox
 ) -> None:
-    run_root = tmp_path / "run"
-    mine, theirs = run_root / "workspaces" / "noether", run_root / "workspaces" / "gauss"
-    for folder in (mine, theirs):
-        folder.mkdir(parents=True)
-    (theirs / "work.py").write_text("precious = True\n")
-    (run_root / "message.key").write_text("00" * 32)
+    run_root, mine, theirs = two_workspaces(tmp_path)
     box = ToolBox(mine, sandbox=sandbox.hiding(run_root))
     out = shell(
         box,
