@@ -49,7 +49,7 @@ from hilbert.errors import RunError, UserError
 from hilbert.models.types import Message
 from hilbert.security.redact import Redactor
 from hilbert.store.blobs import encode_blob
-from hilbert.store.schema import migrate, schema_version
+from hilbert.store.schema import migrate
 
 Durability = Literal["normal", "full"]
 T = TypeVar("T")
@@ -155,9 +155,14 @@ class EventStore:
 
     def _refuse_foreign(self) -> None:
         """Never turn somebody else's SQLite file into an event log (WAL mode, our tables)."""
-        version = self._retry_busy(lambda: schema_version(self._db))
-        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
-        tables = self._retry_busy(lambda: {row[0] for row in self._db.execute(query)})
+        # one statement, so one snapshot: another process may be creating the log right now, and its
+        # tables and version must not be read from either side of its migration's commit
+        query = (
+            "SELECT (SELECT user_version FROM pragma_user_version),"
+            " (SELECT group_concat(name, char(31)) FROM sqlite_master WHERE type = 'table')"
+        )
+        version, names = self._retry_busy(lambda: self._db.execute(query).fetchone())
+        tables = set(str(names).split("\x1f")) if names else set()
         if (version == 0 and tables) or (version > 0 and "events" not in tables):
             raise UserError(
                 f"{self.path} is an SQLite database, but not a hilbert event log",
