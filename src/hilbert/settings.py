@@ -11,6 +11,7 @@ file named by `HILBERT_CONFIG`) > defaults. Model keys come from the usual varia
     max_cost_usd = 2.5
     judge_model = "openai:gpt-5"          # the stop gate asks it for a verdict (it can only veto)
     approve_worker_proposals = true       # scope changes a worker asked for wait for `hilbert approve`
+    context = "forget:2,20000"            # how agents' contexts are compacted (docs/design/context.md)
     reviewers = ["openai:gpt-5", "openai:qwen3-coder@http://127.0.0.1:8000/v1"]
 
     [families]                            # what counts as independent: default = provider prefix
@@ -49,6 +50,9 @@ class Settings:
     # a scope change (add, split, reassign with a note) the lead makes after reading a worker's message
     # waits for `hilbert approve`; false: applied at once (the lead_action still names the messages)
     approve_worker_proposals: bool = True
+    context: str | None = (
+        None  # the compaction strategy's spec (hilbert.context.strategies); none: the default
+    )
     gate_rounds: int = 3  # how often the stop gate checks one attempt before it ends (sent back N-1 times)
     families: Mapping[str, str] = field(default_factory=dict)  # "provider:name" (or glob) -> family
     max_turns: int = 60

@@ -17,7 +17,7 @@ from hilbert.context.render import TokenCache
 from hilbert.context.tokens import tokenizer_for
 from hilbert.models import make_model
 from hilbert.models.types import Message, ToolCall, Usage
-from hilbert.store import EventStore, rebuild_conversation
+from hilbert.store import EventStore, agent_summary, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.policy import Conversation, Reply
 
@@ -123,5 +123,7 @@ def test_a_long_task_crosses_a_tiny_budget_and_finishes_with_its_task_state_inta
     for call in summary_calls:
         usage += Usage(**call["usage"])
     assert result.usage == usage
+    shown = agent_summary(store, "r", "Euler")  # what every view shows counts the summaries too
+    assert (shown.usage, shown.cost_usd) == (result.usage, result.cost_usd)
     # the system prompt names no agent, so every agent of a fleet shares it
     assert history[0] == Message("system", SYSTEM_PROMPT) and history[1].content.startswith("Agent: Euler\n")

@@ -116,6 +116,11 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, done.stderr)
     subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    (tmp_path / "one.md").write_text("# goal\n\n## T1 — t\n\n```yaml hilbert-task\nverify: 'true'\n```\n")
+    model = ["--model", "openai:m@http://127.0.0.1:9/v1"]
+    done = hilbert("run", "--plan", "one.md", "--repo", "repo", *model, "--context", "forget:2", cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()  # a bad compaction spec, before anything runs
+    assert done.returncode == 2 and len(lines) == 1 and "'forget:2'" in lines[0], done.stderr
     done = hilbert(
         "run", "--plan", "bad.md", "--repo", "repo", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path
     )

@@ -29,6 +29,7 @@ from typing import Any
 
 from hilbert.agent.policies import COST_CAP, AgentResult, CostPool
 from hilbert.agent.shell import Limits
+from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
 from hilbert.errors import UserError
 from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
 from hilbert.fleet.lead_desk import INTEGRATION, LeadDesk
@@ -69,6 +70,7 @@ class FleetConfig:
     liveness: LivenessConfig = field(default_factory=LivenessConfig)  # nudge, stuck, restart the dead
     shell_policy: bool = True  # the harness's rules for shell commands; off only to measure what they stop
     approve_worker_proposals: bool = True  # a lead that read a worker's message may not widen work alone
+    context: str = DEFAULT_CONTEXT  # how each worker's context is compacted (hilbert.context.strategies)
 
 
 @dataclass(frozen=True)

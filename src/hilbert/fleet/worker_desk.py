@@ -20,7 +20,6 @@ from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.shell import Limits
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools, command_env
 from hilbert.context.policy import compaction_for
-from hilbert.context.strategies import DEFAULT
 from hilbert.errors import RunError
 from hilbert.fleet.inbox import Inbox
 from hilbert.fleet.lead_desk import INTEGRATION
@@ -187,7 +186,7 @@ class WorkerDesk:
                         spend,
                         inbox,
                         Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                        compaction_for(DEFAULT, model=self.model, store=self.store),  # the task pinned
+                        compaction_for(self.config.context, model=self.model, store=self.store),
                         gate,
                     ],
                 )

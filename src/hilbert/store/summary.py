@@ -14,6 +14,7 @@ from hilbert.store.event_store import EventStore
 from hilbert.store.kinds import (
     AGENT_STARTED,
     AGENT_STOPPED,
+    CONTEXT_COMPACTED,
     MESSAGE_INJECTED,
     MODEL_CALL,
     MODEL_ERROR,
@@ -27,7 +28,8 @@ RUNNING = "running"
 class AgentSummary:
     """`status` is the last `agent_stopped`'s status, or "running" when the agent has not stopped
     since it last started (it may also be a process that died: the log cannot tell). `turns` counts
-    committed model calls; `usage` and `cost_usd` add up theirs."""
+    committed model calls; `usage` and `cost_usd` add up theirs and those of the summarizing calls
+    compaction made on the agent's behalf (in its `context_compacted` events)."""
 
     run: str
     agent: str
@@ -74,6 +76,10 @@ def agent_summary(store: EventStore, run: str, agent: str) -> AgentSummary:
             model_errors += 1
         elif event.kind == MESSAGE_INJECTED:
             injected += 1
+        elif event.kind == CONTEXT_COMPACTED:  # the summarizing calls compaction made for the agent
+            for call in data.get("summary_calls") or ():
+                usage += _usage(call.get("usage") or {})
+                cost += float(call.get("cost_usd") or 0.0)
         elif event.kind == AGENT_STOPPED:
             status, claim, reason = str(data.get("status", "stopped")), data.get("claim"), data.get("reason")
     return AgentSummary(

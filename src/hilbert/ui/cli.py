@@ -227,6 +227,11 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
 @click.option("--lead-model", help="The lead's model (planning, escalations); default: --model.")
 @click.option("--judge-model", help="The stop gate's judge model, of another family than --model.")
 @click.option(
+    "--context",
+    metavar="SPEC",
+    help="How workers' contexts are compacted: none, mask:M,P, forget:K,B, summary:B or hybrid:M,P,B.",
+)
+@click.option(
     "--unsandboxed",
     is_flag=True,
     default=None,

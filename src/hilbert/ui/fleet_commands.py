@@ -17,6 +17,10 @@ import click
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
+from hilbert.context.render import TokenCache
+from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
+from hilbert.context.strategies import strategy_named
+from hilbert.context.tokens import Approximate
 from hilbert.errors import UserError
 from hilbert.fleet.inbox import PERSON
 from hilbert.fleet.lead_tools import PlanningToolBox
@@ -163,6 +167,8 @@ async def run_command(
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
     model, lead_model = model_from(settings), model_from(settings, lead=True)
     judge_model, panel = gate_models(settings)
+    context = settings.context or DEFAULT_CONTEXT
+    strategy_named(context, tokens=TokenCache(Approximate()))  # a bad spec is refused before anything runs
     sandbox = required_sandbox(settings)
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
@@ -197,6 +203,7 @@ async def run_command(
                     max_cost_usd=max_cost_usd,
                     gate_rounds=settings.gate_rounds,
                     approve_worker_proposals=settings.approve_worker_proposals,
+                    context=context,
                 ),
             )
         left = pending_lines(store, run, ended=True)

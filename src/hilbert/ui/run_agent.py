@@ -62,7 +62,7 @@ async def run_one_agent(
     toolbox = ToolBox(workspace, shell_timeout_s=settings.shell_timeout_s, env=env)
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:
-        compaction = compaction_for(context or DEFAULT, model=model, store=store)
+        compaction = compaction_for(context or settings.context or DEFAULT, model=model, store=store)
         policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd), compaction]
         redact = store.redactor.redact  # the summary below prints the model's words, not the log's
         echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
