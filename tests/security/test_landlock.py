@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from run_layout import two_workspaces
+from run_layout import tcp_listener, two_workspaces
 
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.models.types import ToolCall
@@ -91,19 +90,10 @@ def test_the_launcher_hides_exactly_the_hidden_folders(tmp_path: Path, landlock:
 def test_there_is_no_tcp_inside(tmp_path: Path, landlock: Sandbox) -> None:
     if landlock.abi < 4:
         pytest.skip(f"Landlock ABI {landlock.abi} cannot restrict TCP (ABI 4, Linux 6.7, can)")
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    port = server.getsockname()[1]
-    probe = (
-        f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\""
-    )
-    try:
+    with tcp_listener() as probe:
         inside = shell(ToolBox(tmp_path, sandbox=landlock), probe)
         outside = shell(ToolBox(tmp_path), probe)
         allowed = shell(ToolBox(tmp_path, sandbox=dataclasses.replace(landlock, network=True)), probe)
-    finally:
-        server.close()
     assert inside.startswith("[exit 1]") and "PermissionError" in inside, inside
     assert outside.startswith("[exit 0]"), outside  # the same command reaches it unsandboxed
     assert allowed.startswith("[exit 0]"), allowed  # and inside when the network is allowed

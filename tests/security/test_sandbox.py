@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from run_layout import two_workspaces
+from run_layout import tcp_listener, two_workspaces
 
 from hilbert.agent.tools import ToolBox, command_env
 from hilbert.models.types import ToolCall
@@ -50,18 +49,9 @@ def test_only_the_workspace_is_writable_and_the_other_workspaces_are_hidden(
 
 
 def test_there_is_no_network_inside(tmp_path: Path, sandbox: Sandbox) -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    port = server.getsockname()[1]
-    probe = (
-        f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)\""
-    )
-    try:
+    with tcp_listener() as probe:
         inside = shell(ToolBox(tmp_path, sandbox=sandbox), probe)
         outside = shell(ToolBox(tmp_path), probe)
-    finally:
-        server.close()
     assert inside.startswith("[exit 1]") and "ConnectionRefusedError" in inside, inside
     assert outside.startswith("[exit 0]"), outside  # the same command reaches it unsandboxed
 
