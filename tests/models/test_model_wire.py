@@ -11,6 +11,10 @@ from typing import Any
 
 import pytest
 
+from hilbert.context.pinned import PINNED_MARK
+from hilbert.context.render import TokenCache
+from hilbert.context.strategies import strategy_named
+from hilbert.context.tokens import openai_encoding
 from hilbert.models import (
     Completion,
     Message,
@@ -174,6 +178,25 @@ def test_anthropic_requests_carry_cache_breakpoints() -> None:
     assert body["tools"][-1]["cache_control"] == ephemeral
     assert body["messages"][-1]["content"][-1]["cache_control"] == ephemeral
     assert body["max_tokens"] == 1234
+
+
+def test_after_a_cut_the_restated_task_state_carries_the_fourth_cache_breakpoint() -> None:
+    conversation = start()
+    for n in range(8):  # turns of ~150 tokens each, so a 600-token budget cuts
+        call = ToolCall(f"c{n}", "read_file", {"path": f"m{n}.py"})
+        conversation += [
+            Message("assistant", f"Reading m{n}.py.", tool_calls=(call,)),
+            Message("tool", f"def f{n}():\n" + "    return 1  # padding\n" * 30, tool_call_id=f"c{n}"),
+        ]
+    sent = strategy_named("forget:2,600", tokens=TokenCache(openai_encoding("o200k_base")))(conversation)
+    assert any(m.content.startswith(PINNED_MARK) for m in sent) and len(sent) < len(conversation)
+    with FakeServer(ScriptedPolicy.from_turns(["ok"])) as server:
+        complete(model_for(server, "anthropic"), sent, [READ])
+        body = server.requests[0]["body"]
+    marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
+    assert len(marked) == 2 and marked[-1] is body["messages"][-1]["content"][-1]
+    assert marked[0]["type"] == "text" and marked[0]["text"].startswith(PINNED_MARK)
+    assert "cache_control" in body["system"][-1] and "cache_control" in body["tools"][-1]  # 4 in all
 
 
 PRICES = PriceTable.default().with_overrides(

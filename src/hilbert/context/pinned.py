@@ -171,7 +171,7 @@ def pinned_state(messages: Sequence[Message]) -> Message:
     if feedback is not None:
         cut = feedback if len(feedback) <= MAX_FEEDBACK_CHARS else feedback[:MAX_FEEDBACK_CHARS] + "…"
         lines += ["Unresolved judge feedback (the latest; fix it before you finish again):", cut]
-    return Message("user", "\n".join(lines))
+    return Message("user", "\n".join(lines), cache_point=True)  # the new stable prefix ends here
 
 
 def _clip(text: str) -> str:

@@ -3,8 +3,9 @@
 Wire mapping: system messages → `system` (joined, in order); assistant tool calls → `tool_use` blocks;
 tool results → `tool_result` blocks (`is_error` kept) in a user turn, consecutive results (and a user
 text right after them) merged into one user message. Prompt caching: ephemeral `cache_control`
-breakpoints on the system prompt, the last tool and the last block of the last message (3 of the 4
-allowed). `max_tokens` is required by this API: `CallSettings.max_tokens` or `DEFAULT_MAX_TOKENS`.
+breakpoints on the system prompt, the last tool, the last message marked `cache_point` (the task
+state the compaction restates after a cut: the new stable prefix) and the last block of the last
+message — the 4 allowed. `max_tokens` is required by this API: `CallSettings.max_tokens` or `DEFAULT_MAX_TOKENS`.
 Usage: Anthropic reports uncached input, cache reads and cache writes apart; `input_tokens` here is
 their sum (see `hilbert.models.types`).
 """
@@ -121,9 +122,11 @@ def _merge_usage(into: dict[str, int], usage: Any) -> None:
 
 
 def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Neutral messages (system ones skipped) as Anthropic `messages`, with a cache breakpoint last."""
+    """Neutral messages (system ones skipped) as Anthropic `messages`, with a cache breakpoint on the
+    last `cache_point` message (when it is not the last message) and one last."""
     wire: list[dict[str, Any]] = []
-    for message in messages:
+    point = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].cache_point), None)
+    for index, message in enumerate(messages):
         if message.role == "system":
             continue
         if message.role == "assistant":
@@ -146,6 +149,8 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
                 block["is_error"] = True
         else:
             block = {"type": "text", "text": message.content or "(empty)"}
+        if index == point:
+            block["cache_control"] = _EPHEMERAL
         if wire and wire[-1]["role"] == "user":
             wire[-1]["content"].append(block)
         else:

@@ -47,6 +47,10 @@ class Message:
     - system / user: `content` is the text.
     - assistant: `content` is the text (may be empty) and `tool_calls` the calls it asks for.
     - tool: the result of the call `tool_call_id` (tool `name`); `is_error` marks a refused or failed call.
+
+    `cache_point`: the prompt up to and including this message is a prefix that will be sent again
+    unchanged (the compaction marks the task state it restates after a cut), so a provider with explicit
+    cache breakpoints (Anthropic's `cache_control`) should put one here.
     """
 
     role: Role
@@ -55,6 +59,7 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    cache_point: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -66,6 +71,8 @@ class Message:
             data["name"] = self.name
         if self.is_error:
             data["is_error"] = True
+        if self.cache_point:
+            data["cache_point"] = True
         return data
 
     @classmethod
@@ -77,6 +84,7 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
             is_error=bool(data.get("is_error", False)),
+            cache_point=bool(data.get("cache_point", False)),
         )
 
 
