@@ -9,7 +9,9 @@ The corpus (default `../shared/corpus` beside the repository) holds mini-swe-age
 have sent (the context: the messages before that assistant turn), and `hilbert.context.measure`'s
 fixed definitions (docs/design/context.md) score it: cache-aware cost relative to `none` at cache-read
 prices p = 0.1, 0.25, 0.5, 1.0; next-step recall; mean cumulative input tokens; median peak context;
-the share of calls over 16k / 32k tokens; retention of must-keep facts. Tokens are counted with one
+the share of calls over 16k / 32k tokens; retention of must-keep facts. A second table, by trajectory
+length, sets the default's cost at p = 0.1 beside the floor: the least any strategy that sends the task
+and each new message whole can pay (`hilbert.context.measure.floor`). Tokens are counted with one
 ruler for every strategy (`--tokenizer`, default o200k_base). `none` and the default strategy
 (`hilbert.context.strategies.DEFAULT`) are always measured.
 
@@ -33,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from context_bench.report import calibration, figures_line, table
+from context_bench.report import by_length, calibration, figures_line, table
 from context_bench.run import measure_corpus
 from hilbert.context import strategies
 from hilbert.context.measure import figures
@@ -94,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(results)} trajectories, {rows[0].calls} model calls, tokens counted with {args.tokenizer}")
     print()
     print("\n".join(table(rows)))
+    print()
+    print("\n".join(by_length(results, default)))
     print()
     print(figures_line(rows[names.index(default)], time.monotonic() - started))
     return 0

@@ -150,6 +150,11 @@ def test_the_replay_prints_the_table_and_last_the_default_strategys_figures(tmp_
     mask = [cell.strip() for cell in rows["mask:1,1"].split("|")[2:-1]]
     assert float(mask[3]) < 1 < float(mask[0])
     assert float(mask[4]) < 1
+    # by length: 3 trajectories of 5 calls; the floor is below none, and the default costs at least it
+    length = [line for line in lines if line.startswith(("| 1–29 |", "| all |"))]
+    assert [cells.split("|")[1:3] for cells in length] == [[" 1–29 ", " 3 "], [" all ", " 3 "]]
+    floor, cost = (float(cell) for cell in length[1].split("|")[3:5])
+    assert 0 < floor < 1 and floor <= cost
     assert lines[0].startswith(
         "calibration: the server reported 3,000 prompt tokens"
     )  # 3 × (100+150+...+300)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from hilbert.context.measure import KINDS, OVER, PRICES, Figures
+from hilbert.context.measure import KINDS, OVER, PRICES, Figures, floor
 from hilbert.context.tokens import calibrate
 
 from .run import FileResult
@@ -42,6 +42,35 @@ def table(rows: Sequence[Figures]) -> list[str]:
     for f in rows:
         kinds = " | ".join(_share(f.retention_by_kind[k]) for k in KINDS)
         lines.append(f"| {f.strategy} | {kinds} | {f.summarizing_tokens:,} |")
+    return lines
+
+
+LENGTHS = ((1, 29), (30, 59), (60, 99), (100, None))  # model calls per trajectory
+AIM_PRICE = 0.1
+
+
+def by_length(results: Sequence[FileResult], name: str) -> list[str]:
+    """A table (Markdown) by trajectory length: how many, the floor (`measure.floor`: the least any
+    strategy that sends the task and each new message whole can pay) and strategy `name`'s cost, both
+    relative to `none` at the aim's cache price, and its recall; last, the whole corpus."""
+    p = AIM_PRICE
+    lines = [
+        f"| model calls | trajectories | floor p={p} | {name} p={p} | {name} recall |",
+        "|---" * 5 + "|",
+    ]
+    groups = [(f"{lo}–{hi}" if hi else f"{lo}+", lo, hi) for lo, hi in LENGTHS]
+    for label, lo, hi in [*groups, ("all", 1, None)]:
+        chosen = [r for r in results if lo <= len(r.replays["none"].calls) <= (hi or math.inf)]
+        if not chosen:
+            continue
+        none = sum(r.replays["none"].cost(p) for r in chosen)
+        least = sum(floor(r.replays["none"], r.head_tokens, p) for r in chosen)
+        cost = sum(r.replays[name].cost(p) for r in chosen)
+        recalls = [x for r in chosen if (x := r.replays[name].recall) is not None]
+        recall = sum(recalls) / len(recalls) if recalls else math.nan
+        lines.append(
+            f"| {label} | {len(chosen)} | {_share(least / none)} | {_share(cost / none)} | {_share(recall)} |"
+        )
     return lines
 
 

@@ -34,6 +34,7 @@ class FileResult:
     name: str
     messages: int
     replays: dict[str, Replay]
+    head_tokens: int  # the system prompt and the task
     reported_tokens: int
     counted_tokens: int
     sample: tuple[str, int] | None
@@ -59,6 +60,7 @@ def measure_file(path: Path, specs: Sequence[str], tokenizer: str, sample: bool)
         name=trajectory.name,
         messages=len(trajectory.messages),
         replays=replays,
+        head_tokens=tokens.total(trajectory.messages[:2]),
         reported_tokens=sum(n for _, n in reported),
         counted_tokens=sum(tokens.total(trajectory.messages[:i]) for i, _ in reported),
         sample=("\n".join(map(render, trajectory.messages[: last[0]])), last[1]) if last else None,

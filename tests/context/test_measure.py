@@ -19,6 +19,7 @@ from hilbert.context.measure import (
     evidence,
     failure,
     figures,
+    floor,
     replay,
     summarizing_tokens,
     task_identifiers,
@@ -126,6 +127,31 @@ def test_cost_of_sending_everything_is_new_tokens_plus_p_times_the_repeated_pref
     assert run.cost(1.0) == 161 == run.cumulative_input
     assert run.peak == 65
     assert run.recall == 1.0 and run.retention() == 1.0
+
+
+@dataclass(frozen=True)
+class HeadAndLastTurn:
+    """The system prompt, the task, and only the last turn (an assistant message and its observation)."""
+
+    name: str = "head-and-last-turn"
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        return [*messages[:2], *messages[2:][-2:]]
+
+
+def test_the_floor_is_what_sending_only_the_head_and_the_new_messages_costs(tokens: TokenCache) -> None:
+    everything = replay(TRAJECTORY, Everything(), tokens)
+    head = tokens.total(list(MESSAGES[:2]))
+    assert head == 16
+    # the first call in full; then the new messages (15, 18, 16 tokens) uncached, the head cached
+    assert floor(everything, head, 0.1) == pytest.approx(16 + 15 + 18 + 16 + 3 * 1.6)
+    for p in (0.1, 0.25, 1.0):
+        least = floor(everything, head, p)
+        for strategy in (Everything(), MaskAllButLast()):
+            assert replay(TRAJECTORY, strategy, tokens).cost(p) >= least
+        # reached, but for the role's framing (2 tokens) a new message shares with the one it replaced
+        shared = 3 * 2 * (1 - p)
+        assert replay(TRAJECTORY, HeadAndLastTurn(), tokens).cost(p) == pytest.approx(least - shared)
 
 
 def test_masking_breaks_the_cached_prefix_where_it_changes_an_old_message(tokens: TokenCache) -> None:

@@ -326,6 +326,20 @@ def replay(
     return Replay(trajectory=trajectory.name, strategy=strategy.name, calls=tuple(calls))
 
 
+def floor(baseline: Replay, head: int, p: float) -> float:
+    """What a strategy pays on a trajectory if it sends, at every call, the head (the system prompt and
+    the task, `head` tokens) and the messages new since the previous call, and nothing else: the first
+    call in full, then the new messages uncached and the head at the cache price `p`. It is the least
+    a strategy that sends the task and each new message whole can pay, but for the few tokens a new
+    message may share with the one it follows at the same place (its role's framing), which the
+    token-level common prefix counts as cached. `baseline` is `none`'s replay: the uncached part of
+    its calls is exactly what is new."""
+    if not baseline.calls:
+        return 0.0
+    first, rest = baseline.calls[0], baseline.calls[1:]
+    return first.sent + sum(c.sent - c.cached + p * head for c in rest)
+
+
 # ---- over a corpus ------------------------------------------------------------------------------------
 
 
@@ -398,6 +412,7 @@ __all__ = [
     "evidence",
     "failure",
     "figures",
+    "floor",
     "replay",
     "summarizing_tokens",
     "task_identifiers",

@@ -45,6 +45,7 @@ SPECS: tuple[str, ...] = (
     "mask:10,10",
     "mask:20,20",
     "forget:2,16000",
+    "forget:2,18000",
     "forget:2,20000",
     "forget:2,32000",
     "summary:16000",
