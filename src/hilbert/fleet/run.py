@@ -27,9 +27,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hilbert.agent import prompts
 from hilbert.agent.policies import COST_CAP, AgentResult, CostPool
 from hilbert.agent.shell import Limits
+from hilbert.context.repomap import repository_map
 from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
+from hilbert.context.tokens import tokenizer_for
 from hilbert.errors import UserError
 from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
 from hilbert.fleet.lead_desk import INTEGRATION, LeadDesk
@@ -71,6 +74,8 @@ class FleetConfig:
     shell_policy: bool = True  # the harness's rules for shell commands; off only to measure what they stop
     approve_worker_proposals: bool = True  # a lead that read a worker's message may not widen work alone
     context: str = DEFAULT_CONTEXT  # how each worker's context is compacted (hilbert.context.strategies)
+    # the repository map in every worker's system prompt (hilbert.context.repomap), in tokens; 0: none
+    repository_map_tokens: int = 1500
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,7 @@ class _Fleet(LeadDesk, WorkerDesk):
         self.panel: Panel | None = None
         self.heldout: dict[str, Path] = {}
         self.skills: tuple[Skill, ...] = ()
+        self.system_prompt = prompts.SYSTEM_PROMPT  # every worker's; with the map once `go` made it
 
     def record(self, kind: str, data: dict[str, Any]) -> None:
         self.store.append(self.run, HARNESS, kind, data)
@@ -215,6 +221,17 @@ class _Fleet(LeadDesk, WorkerDesk):
         (self.root / "home").mkdir(parents=True, exist_ok=True)
         await self.git.run("clone", "--bare", "--quiet", "--no-tags", repo, self.integration)
         await self.git.run("-C", self.integration, "branch", INTEGRATION, "HEAD")
+        if self.config.repository_map_tokens:  # once per run, at its base: one prefix for every worker
+            base = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+            self.system_prompt = prompts.system_prompt(
+                await repository_map(
+                    self.integration,
+                    base,
+                    tokenizer=tokenizer_for(self.model.name),
+                    git=self.git,
+                    budget=self.config.repository_map_tokens,
+                )
+            )
         self.workspaces = Workspaces(self.root, self.integration)
         self.queue = MergeQueue(
             self.integration,

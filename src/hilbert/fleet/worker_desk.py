@@ -70,6 +70,7 @@ class WorkerDesk:
     sandbox: Sandbox | None
     heldout: dict[str, Path]
     skills: tuple[Skill, ...]
+    system_prompt: str  # the same for every worker of the run (the repository map in it)
     watches: dict[str, Watch]
     agent_runs: dict[str, asyncio.Task[AgentResult]]
     restart_wanted: set[str]
@@ -177,6 +178,7 @@ class WorkerDesk:
                     agent=name.display,
                     task=prompt,
                     model=self.model,
+                    system_prompt=self.system_prompt,
                     toolbox=tools,
                     store=self.store,
                     history=history,
