@@ -12,6 +12,7 @@ file named by `HILBERT_CONFIG`) > defaults. Model keys come from the usual varia
     judge_model = "openai:gpt-5"          # the stop gate asks it for a verdict (it can only veto)
     approve_worker_proposals = true       # scope changes a worker asked for wait for `hilbert approve`
     context = "forget:2,20000"            # how agents' contexts are compacted (docs/design/context.md)
+    repository_map_tokens = 1500          # the repository map in every worker's system prompt; 0: none
     reviewers = ["openai:gpt-5", "openai:qwen3-coder@http://127.0.0.1:8000/v1"]
 
     [families]                            # what counts as independent: default = provider prefix
@@ -53,6 +54,7 @@ class Settings:
     context: str | None = (
         None  # the compaction strategy's spec (hilbert.context.strategies); none: the default
     )
+    repository_map_tokens: int = 1500  # the run's repository map in workers' system prompts; 0: none
     gate_rounds: int = 3  # how often the stop gate checks one attempt before it ends (sent back N-1 times)
     families: Mapping[str, str] = field(default_factory=dict)  # "provider:name" (or glob) -> family
     max_turns: int = 60

@@ -121,6 +121,11 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     done = hilbert("run", "--plan", "one.md", "--repo", "repo", *model, "--context", "forget:2", cwd=tmp_path)
     lines = done.stderr.strip().splitlines()  # a bad compaction spec, before anything runs
     assert done.returncode == 2 and len(lines) == 1 and "'forget:2'" in lines[0], done.stderr
+    (tmp_path / "hilbert.toml").write_text("repository_map_tokens = 50\n")
+    done = hilbert("run", "--plan", "one.md", "--repo", "repo", *model, cwd=tmp_path)
+    lines = done.stderr.strip().splitlines()  # a map budget too small to say anything, before anything runs
+    assert done.returncode == 2 and len(lines) == 1 and "repository_map_tokens = 50" in lines[0], done.stderr
+    (tmp_path / "hilbert.toml").unlink()
     done = hilbert(
         "run", "--plan", "bad.md", "--repo", "repo", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path
     )

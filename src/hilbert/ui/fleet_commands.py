@@ -18,6 +18,7 @@ import click
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.context.render import TokenCache
+from hilbert.context.repomap import MIN_BUDGET as MIN_MAP_TOKENS
 from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
 from hilbert.context.strategies import strategy_named
 from hilbert.context.tokens import Approximate
@@ -169,6 +170,11 @@ async def run_command(
     judge_model, panel = gate_models(settings)
     context = settings.context or DEFAULT_CONTEXT
     strategy_named(context, tokens=TokenCache(Approximate()))  # a bad spec is refused before anything runs
+    if 0 < settings.repository_map_tokens < MIN_MAP_TOKENS or settings.repository_map_tokens < 0:
+        raise UserError(
+            f"repository_map_tokens = {settings.repository_map_tokens} is too small for a repository map",
+            hint=f"give it at least {MIN_MAP_TOKENS} tokens, or 0 to leave the map out",
+        )
     sandbox = required_sandbox(settings)
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
@@ -204,6 +210,7 @@ async def run_command(
                     gate_rounds=settings.gate_rounds,
                     approve_worker_proposals=settings.approve_worker_proposals,
                     context=context,
+                    repository_map_tokens=settings.repository_map_tokens,
                 ),
             )
         left = pending_lines(store, run, ended=True)
