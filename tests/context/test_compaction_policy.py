@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import TurnLimit
+from hilbert.agent.policies import LoopState, TurnLimit
 from hilbert.agent.prompts import SYSTEM_PROMPT
 from hilbert.agent.tools import ToolBox
 from hilbert.context.pinned import PINNED_MARK, SUMMARY_MARK
-from hilbert.context.policy import CONTEXT_COMPACTED, compaction_for
+from hilbert.context.policy import CONTEXT_COMPACTED, Compaction, compaction_for
 from hilbert.context.render import TokenCache
 from hilbert.context.tokens import tokenizer_for
 from hilbert.models import make_model
-from hilbert.models.types import Message, ToolCall, Usage
+from hilbert.models.types import Completion, Message, ToolCall, Usage
 from hilbert.store import EventStore, agent_summary, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.policy import Conversation, Reply
+from hilbert.ui.log_view import format_event
 
 PARTS = 12
 VERIFY = "ls part*.txt | wc -l"
@@ -127,3 +131,64 @@ def test_a_long_task_crosses_a_tiny_budget_and_finishes_with_its_task_state_inta
     assert (shown.usage, shown.cost_usd) == (result.usage, result.cost_usd)
     # the system prompt names no agent, so every agent of a fleet shares it
     assert history[0] == Message("system", SYSTEM_PROMPT) and history[1].content.startswith("Agent: Euler\n")
+
+
+class Summaries:
+    """A model that answers each summarizing call with a numbered summary."""
+
+    name = "summaries"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, messages: Sequence[Message], tools: object = (), **_: object) -> Completion:
+        self.calls += 1
+        text = f"## Goal\n- model summary {self.calls}"
+        return Completion(Message("assistant", text), Usage(100, 10), "end_turn", self.name, cost_usd=0.01)
+
+
+def long_history(turns: int) -> list[Message]:
+    messages = [Message("system", "You are a careful engineer."), Message("user", TASK)]
+    for k in range(turns):
+        call = ToolCall(f"c{k}", "shell", {"command": f"cat f{k}.py"})
+        messages += [
+            Message("assistant", f"step {k}", tool_calls=(call,)),
+            Message("tool", "[exit 0]\n" + "a line of output\n" * 60, tool_call_id=f"c{k}", name="shell"),
+        ]
+    return messages
+
+
+def test_a_restarted_agent_sends_what_it_sent_before_and_logs_the_cut_as_restored(
+    tmp_path: Path,
+) -> None:
+    store = EventStore.open(tmp_path / "log.db")
+    history = long_history(30)
+
+    async def live() -> tuple[list[Message], Compaction, Summaries]:
+        model = Summaries()
+        compaction = compaction_for("summary:1500", model=model, store=store)  # type: ignore[arg-type]
+        state = LoopState("r", "Euler", TASK, [])
+        for n in range(4, len(history) + 1, 2):  # the loop's calls: one a turn, the history growing
+            sent = await compaction.shape(state, history[:n])
+        return sent, compaction, model
+
+    sent, before, model = asyncio.run(live())
+    assert before.cuts >= 5 and model.calls == before.cuts  # one summarizing call a cut
+    live_cuts = len(store.events(run="r", kinds=[CONTEXT_COMPACTED]))
+
+    async def restart() -> tuple[list[Message], Compaction, Summaries, LoopState]:
+        model = Summaries()  # a fresh process: nothing remembered but the history
+        compaction = compaction_for("summary:1500", model=model, store=store)  # type: ignore[arg-type]
+        state = LoopState("r", "Euler", TASK, [])
+        return await compaction.shape(state, history), compaction, model, state
+
+    again, after, remade, state = asyncio.run(restart())
+    assert again == sent  # the same context, with the model's summaries, never the extractive stand-ins
+    summaries = [m.content for m in again if m.content.startswith(SUMMARY_MARK)]
+    assert summaries and all("model summary" in text for text in summaries)
+    assert remade.calls == before.cuts and state.cost_usd == pytest.approx(0.01 * before.cuts)  # none wasted
+    assert after.cuts == 0  # restored, not a new cut
+    events = store.events(run="r", kinds=[CONTEXT_COMPACTED])
+    assert len(events) == live_cuts + 1 and events[-1].data["resumed"] is True
+    assert not any(e.data["resumed"] for e in events[:-1])
+    assert "context restored on restart (summary:1500)" in format_event(events[-1], store)

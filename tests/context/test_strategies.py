@@ -187,6 +187,36 @@ def test_judge_feedback_is_never_masked() -> None:
     assert any(m.content.startswith("The harness committed your work") for m in sent)
 
 
+def test_a_cut_that_drops_the_judges_feedback_restates_it_whole() -> None:
+    messages = conversation(30, feedback_at=2)
+    at = next(i for i, m in enumerate(messages) if m.content.startswith("The harness committed your work"))
+    long = messages[at].content + "\n" + "FAILED tests/test_parse.py::test_dates - AssertionError\n" * 120
+    messages[at] = Message("user", long + "Fix it, then call finish again.")
+    assert len(messages[at].content) > 6000
+    sent = strategy_named("forget:2,3000", tokens=tokens())(messages)
+    assert messages[at] not in sent  # its turn was dropped ...
+    pinned = next(m.content for m in sent if m.content.startswith(PINNED_MARK))
+    assert messages[at].content in pinned  # ... and the feedback is restated, to its last line
+
+
+def test_mask_counts_turns_so_a_turn_with_two_tool_results_keeps_both() -> None:
+    messages = conversation(10)  # turns 1, 5 and 9 call two tools
+    sent = strategy_named("mask:2,1", tokens=tokens())(messages)
+    turns = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    kept = {i for i, m in enumerate(sent) if m.role == "tool" and not m.content.startswith("[output masked")}
+    assert kept == {i for i in range(turns[-2], len(messages)) if messages[i].role == "tool"}
+    assert len(kept) == 3  # turn 8's result, and both of turn 9's
+
+
+def test_a_masked_failure_still_reads_as_an_error() -> None:
+    messages = conversation(12)
+    messages[3] = Message(
+        "tool", "refused by policy: outside your workspace", tool_call_id="s0", is_error=True
+    )
+    sent = strategy_named("mask:2,1", tokens=tokens())(messages)
+    assert sent[3].content.startswith("[output masked by hilbert") and sent[3].is_error
+
+
 def test_specs_parse_and_bad_ones_say_what_is_wrong() -> None:
     assert strategy_named("forget:2,32k", tokens=tokens()).name == "forget:2,32000"
     for spec in (*SPECS, DEFAULT):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import socket
+import os
+import subprocess
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -22,16 +25,32 @@ def test_the_shipped_vocabularies_are_the_files_tiktoken_expects() -> None:
         assert hashlib.sha256(gzip.decompress(packed)).hexdigest() == expected, name
 
 
-def test_openai_encodings_give_the_real_token_ids_without_the_network(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def no_network(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a token count must not reach the network")
+NO_NETWORK = """
+import socket, sys, tiktoken
+def refuse(*args, **kwargs):
+    raise RuntimeError("reached for the network")
+socket.getaddrinfo = refuse
+socket.socket.connect = refuse
+from hilbert.context.tokens import openai_encoding
+print(*(openai_encoding(name).encode("hello world") for name in ("o200k_base", "cl100k_base")))
+try:
+    tiktoken.get_encoding("p50k_base")  # not shipped: tiktoken downloads it, and the guard must catch that
+except Exception as err:
+    print("guard:", type(err).__name__, err)
+"""
 
-    monkeypatch.setattr(socket, "create_connection", no_network)
-    o200k, cl100k = openai_encoding("o200k_base"), openai_encoding("cl100k_base")
-    assert o200k.encode("hello world") == [24912, 2375]
-    assert cl100k.encode("hello world") == [15339, 1917]
+
+def test_openai_encodings_give_the_real_token_ids_without_the_network(tmp_path: Path) -> None:
+    # a fresh process, tiktoken's own cache empty, every connection refused
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path), "DATA_GYM_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_NETWORK], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    first, guard = done.stdout.strip().splitlines()
+    assert first == "[24912, 2375] [15339, 1917]"
+    assert "reached for the network" in guard  # the guard is real: a download would have been stopped
+    o200k = openai_encoding("o200k_base")
     assert o200k.count("<|endoftext|>") > 1  # a special token in text is counted as text
     with pytest.raises(UserError, match="no shipped vocabulary 'p50k_base'"):
         openai_encoding("p50k_base")

@@ -1,9 +1,12 @@
 """The pinned task state: what no compaction may lose, restated after every cut.
 
-Pinned, never masked or dropped by any strategy (`is_pinned`): the system prompt and the task (the
-first two messages), the messages the harness wrote for compaction (the pinned state itself, a
-summary), and the stop gate's feedback (`hilbert.fleet.stop_gate.FEEDBACK` / `PANEL_FEEDBACK`: the
-judge's word on why the task is not done yet).
+Pinned (`is_pinned`), never masked by any strategy: the system prompt and the task (the first two
+messages, which no strategy drops either), the messages the harness wrote for compaction (the pinned
+state itself, a summary), and the stop gate's feedback (`hilbert.fleet.stop_gate.FEEDBACK` /
+`PANEL_FEEDBACK`: the judge's word on why the task is not done yet). A cut drops whole turns, a
+feedback message with its turn; the latest feedback, the unresolved one, is restated whole in the
+pinned state after every cut, so it is never compacted away (earlier ones were answered by a later
+check of the gate).
 
 `pinned_state(messages)` is the one `user` message, marked as the harness's, that a strategy puts
 right after a cut: the task's first line, its acceptance checks (the verify command and expected
@@ -35,7 +38,6 @@ FEEDBACK_PREFIXES = (
 )
 MAX_RULES = 8
 MAX_LINE_CHARS = 240
-MAX_FEEDBACK_CHARS = 4000
 MAX_FILES = 20
 
 _VERIFY = re.compile(r"(?:is done when|Verify command:)\s*`([^`\n]+)`")
@@ -169,8 +171,7 @@ def pinned_state(messages: Sequence[Message]) -> Message:
         lines.append(f"Files you changed so far: {', '.join(files[:MAX_FILES])}{more}")
     feedback = next((m.content for m in reversed(messages[2:]) if is_feedback(m)), None)
     if feedback is not None:
-        cut = feedback if len(feedback) <= MAX_FEEDBACK_CHARS else feedback[:MAX_FEEDBACK_CHARS] + "…"
-        lines += ["Unresolved judge feedback (the latest; fix it before you finish again):", cut]
+        lines += ["Unresolved judge feedback (the latest, whole; fix it before you finish again):", feedback]
     return Message("user", "\n".join(lines), cache_point=True)  # the new stable prefix ends here
 
 

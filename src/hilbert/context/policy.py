@@ -6,12 +6,15 @@ resume and the views see everything; the `model_call` event names what was sent 
 
 A summarizing strategy is synchronous and pure, a model call is not: with a `ModelSummarizer` the
 policy runs the strategy, awaits the summaries it found missing (`fill`), and runs it again until
-none is missing (the strategy memoizes, so the second run is cheap). The summarizing calls' usage and
+none is missing (the strategy memoizes, so the second run is cheap). A resumed history with several
+cuts needs one round per cut (each summary summarizes the one before it); after a restart they are
+written again, since the summarizer's memo lived in the process that died. The summarizing calls' usage and
 cost are added to the agent's (`LoopState.usage`, `cost_usd`), so its budgets count them, and are
 recorded in the event.
 
 Whenever what is sent stops being an append-only extension of what was sent before (a cut moved),
-it records `context_compacted`: the strategy, `first_changed` (the first history message not sent as
+it records `context_compacted` (with `resumed: true` on the first call of a restarted agent, whose
+earlier cuts are restored, not new): the strategy, `first_changed` (the first history message not sent as
 written), `kept_from` (from here on the history is sent as written), tokens before (the history) and
 after (what is sent), the pinned state's and the summary's message blobs (or null), and the
 summarizing calls (usage, cost, errors). `compaction_for(spec, model, store)` builds the usual one.
@@ -33,7 +36,6 @@ from hilbert.models.types import Message, Model
 from hilbert.store import EventStore
 
 CONTEXT_COMPACTED = "context_compacted"
-MAX_FILLS = 8  # summaries one model call may wait for (each cut needs at most one)
 
 
 class Compaction(Policy):
@@ -55,7 +57,7 @@ class Compaction(Policy):
     async def shape(self, state: LoopState, messages: Sequence[Message]) -> list[Message]:
         sent = self.strategy(messages)
         calls: list[SummaryCall] = []
-        for _ in range(MAX_FILLS):
+        for _ in range(len(messages)):  # a round settles at least one cut; there are fewer cuts than this
             if self.summarizer is None or not self.summarizer.wanted:
                 break
             calls += await self.summarizer.fill()
@@ -66,13 +68,20 @@ class Compaction(Policy):
         before = self.sent
         self.sent = sent
         moved = sent[: len(before)] != before if before is not None else sent != list(messages)
+        resumed = before is None and moved  # a first call that is not a fresh agent's: a restart
         if moved or calls:
-            self.cuts += moved
-            self.record(state, messages, sent, calls)
+            self.cuts += moved and not resumed
+            self.record(state, messages, sent, calls, resumed=resumed)
         return sent
 
     def record(
-        self, state: LoopState, history: Sequence[Message], sent: list[Message], calls: list[SummaryCall]
+        self,
+        state: LoopState,
+        history: Sequence[Message],
+        sent: list[Message],
+        calls: list[SummaryCall],
+        *,
+        resumed: bool = False,
     ) -> None:
         if self.store is None:
             return
@@ -94,6 +103,7 @@ class Compaction(Policy):
             "messages_after": len(sent),
             "pinned": self._blob(harness[PINNED_MARK]),
             "summary": self._blob(harness[SUMMARY_MARK]),
+            "resumed": resumed,
             "summary_calls": [
                 {k: v for k, v in asdict(c).items() if k != "text"} | {"chars": len(c.text)} for c in calls
             ],

@@ -4,20 +4,21 @@ A strategy is called with the whole conversation (oldest first: the system promp
 turns) and returns what to send. Specs (`strategy_named`):
 
 - `none` — everything.
-- `mask:M,P` — observations older than the last `M` become a one-line placeholder (the command, its
-  exit status, its size, and where the shell tool saved the whole output); the boundary moves only
-  every `P` observations.
+- `mask:M,P` — the observations of turns older than the last `M` become a one-line placeholder (the
+  command, its exit status, its size, and where the shell tool saved the whole output); the boundary
+  moves only every `P` turns (a turn: an assistant message and the tool results it called for).
 - `forget:K,B` — keep the first `K` messages (to the end of that turn); when what would be sent is
   over `B` tokens, drop the older half of the rest (whole turns) and put the pinned state after them.
 - `summary:B` — the same cut, but the dropped turns (and the previous summary) become one summary.
 - `hybrid:M,P,B` — masking always, and a summary when the masked context is still over `B`.
 
 Properties every strategy keeps (tests check them): deterministic; pinned messages (`pinned.py`: the
-task, the judge's feedback) are never masked or dropped, and the pinned state is restated after every
-cut; a turn is dropped whole (an assistant message with its tool results), so no tool result is left
-without its call; and *prefix-stable*: the cut is a fold over the conversation's model-call points
-(the context before each assistant message, and the end), advanced only when a budget is crossed, so
-between cuts the sent list only grows at its end and a provider's prompt cache keeps hitting.
+task, the judge's feedback) are never masked, the task is never dropped, and the pinned state (with
+the latest judge feedback whole) is restated after every cut; a turn is dropped whole (an assistant
+message with its tool results), so no tool result is left without its call; and *prefix-stable*: the
+cut is a fold over the conversation's model-call points (the context before each assistant message,
+and the end), advanced only when a budget is crossed, so between cuts the sent list only grows at its
+end and a provider's prompt cache keeps hitting.
 
 Each `Compactor` keeps a memo per conversation (keyed by its first two messages) of token counts and
 of the fold's state at each point, so calling it at every turn of a replay costs about O(n) a call.
@@ -35,7 +36,7 @@ from typing import Protocol
 
 from hilbert.context.pinned import SUMMARY_MARK, command_of, is_observation, pinned_state, status_of
 from hilbert.context.render import TokenCache
-from hilbert.context.summarize import ExtractiveSummarizer, Summarizer
+from hilbert.context.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
 from hilbert.errors import UserError
 from hilbert.models.types import Message
 
@@ -66,7 +67,7 @@ class Strategy(Protocol):
 
 
 def placeholder(messages: Sequence[Message], index: int) -> Message:
-    """What a masked observation becomes: the same message (role, call id) with a one-line content
+    """What a masked observation becomes: the same message (role, call id, error flag) with a one-line content
     naming the command, its exit status, its size and the saved output, when there is one."""
     message = messages[index]
     content = message.content
@@ -77,28 +78,34 @@ def placeholder(messages: Sequence[Message], index: int) -> Message:
         f"[output masked by hilbert: `{command_of(messages, index)}` → {status_of(message)}, {lines} lines, "
         f"{len(content):,} chars; {where}]"
     )
-    return Message(message.role, text, tool_call_id=message.tool_call_id, name=message.name)
+    return Message(
+        message.role, text, tool_call_id=message.tool_call_id, name=message.name, is_error=message.is_error
+    )
 
 
 @dataclass(frozen=True)
 class Window:
-    """Masking: keep the last `keep` observations whole; move the boundary every `every` observations."""
+    """Masking: the observations of the last `keep` turns stay whole; the boundary moves every `every`
+    turns."""
 
     keep: int
     every: int
 
-    def masked(self, observations: int) -> int:
-        """How many of the oldest `observations` are masked."""
-        return max(0, (observations - self.keep) // self.every * self.every)
+    def masked(self, turns: int) -> int:
+        """How many of the oldest `turns` have their observations masked."""
+        return max(0, (turns - self.keep) // self.every * self.every)
 
 
 @dataclass(frozen=True)
 class _State:
-    """The fold's state after a point: messages [head end, cut) are gone (none when cut is None)."""
+    """The fold's state after a point: messages [head end, cut) are gone (none when cut is None).
+    `provisional`: its summary (or an earlier one it summarizes) is a stand-in a `ModelSummarizer`
+    will replace, so it is not memoized."""
 
     cut: int | None = None
     pinned: Message | None = None
     summary: Message | None = None
+    provisional: bool = False
 
 
 @dataclass
@@ -179,8 +186,8 @@ class Compactor:
         """Observations before this index are masked in the context sent at `point`."""
         if self.window is None:
             return 0
-        masked = self.window.masked(bisect.bisect_left(track.observations, point))
-        return track.observations[masked - 1] + 1 if masked else 0
+        masked = self.window.masked(bisect.bisect_left(track.assistants, point))
+        return track.assistants[masked] if masked else 0  # the first kept turn starts here
 
     def _shown(self, track: _Track, index: int, boundary: int) -> Message:
         if index < boundary and index in track.masks:
@@ -205,7 +212,8 @@ class Compactor:
         last = track.states[-1][0] if track.states else -1
         for point in track.assistants[bisect.bisect_right(track.assistants, last) :]:
             state = self._advance(track, point, state)
-            track.states.append((point, state))
+            if not state.provisional:  # from a stand-in on, states are worked out again once it is filled
+                track.states.append((point, state))
         return self._advance(track, n, state) if n not in track.assistants else state
 
     def _advance(self, track: _Track, point: int, state: _State) -> _State:
@@ -218,12 +226,14 @@ class Compactor:
             at = self._cut_at(track, start, point, boundary)
             if at is None:
                 break
-            summary = state.summary
+            summary, provisional = state.summary, state.provisional
             if self.summarizer is not None:
                 span = [m for m in [summary] if m is not None]
                 span += [self._shown(track, i, boundary) for i in range(start, at)]
                 summary = Message("user", f"{SUMMARY_MARK}\n{self.summarizer(span)}")
-            state = _State(at, pinned_state(track.messages[:point]), summary)
+                if isinstance(self.summarizer, ModelSummarizer):
+                    provisional = provisional or not self.summarizer.settled(span)
+            state = _State(at, pinned_state(track.messages[:point]), summary, provisional)
         return state
 
     def _sent_tokens(self, track: _Track, point: int, state: _State, head: int, boundary: int) -> int:

@@ -213,7 +213,10 @@ class ModelSummarizer:
     a span it has summarized from its memo, and for a new span notes it in `wanted` and answers with
     the extractive summary as a stand-in. `await fill()` makes the calls for the noted spans; the
     `Compaction` policy runs the strategy, fills, and runs it again until nothing is wanted, so what
-    is sent only ever holds model summaries (or, when the model call failed, the extractive one)."""
+    is sent only ever holds model summaries (or, when the model call failed, the extractive one).
+    A span that holds an earlier summary still a stand-in (a resumed history with several cuts) is
+    not noted: it is asked for again once that summary is written, so no call summarizes a stand-in.
+    `settled(span)` says whether the answer for a span is final (strategies memoize only those)."""
 
     model: Model
     max_chars: int = 4000  # of one message in the transcript
@@ -225,8 +228,21 @@ class ModelSummarizer:
         key = span_key(span)
         if key in self._memo:
             return self._memo[key]
-        self.wanted[key] = tuple(span)
+        if not any(self._standin(m) for m in span):
+            self.wanted[key] = tuple(span)
         return self.fallback(span)
+
+    def settled(self, span: Sequence[Message]) -> bool:
+        return span_key(span) in self._memo
+
+    def _standin(self, message: Message) -> bool:
+        """A summary message (the strategies' `SUMMARY_MARK` + text) whose text no call wrote."""
+        mark = f"{SUMMARY_MARK}\n"
+        return message.content.startswith(mark) and message.content[len(mark) :] not in self._finals
+
+    @property
+    def _finals(self) -> set[str]:
+        return set(self._memo.values())
 
     async def fill(self) -> list[SummaryCall]:
         """Summarize every wanted span; the calls made."""

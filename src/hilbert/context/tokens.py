@@ -14,7 +14,9 @@
   texts. The default, 4.0, is the common rule of thumb for English and code.
 
 `tokenizer_for(model_name)` picks: exact for OpenAI model names tiktoken knows, o200k_base for other
-`openai:` models, else the approximation.
+`openai:` models (for a model behind another server, `openai:NAME@URL` — vLLM, Ollama … — that is an
+approximation too: its own tokenizer is not shipped, and a modern BPE vocabulary is nearer to it than a
+characters ratio), else the approximation.
 """
 
 from __future__ import annotations

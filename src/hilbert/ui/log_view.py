@@ -284,8 +284,9 @@ def _lead_detail(data: dict[str, Any]) -> str:
 
 def _render_compacted(event: Event, store: EventStore) -> Rendered:
     data = event.data
+    how = "restored on restart" if data.get("resumed") else "compacted"
     head = (
-        f"context compacted ({data['strategy']}): {data['tokens_before']:,} → {data['tokens_after']:,} "
+        f"context {how} ({data['strategy']}): {data['tokens_before']:,} → {data['tokens_after']:,} "
         f"tokens, {data['messages_before']} → {data['messages_after']} messages"
     )
     pinned = store.get_messages([data["pinned"]])[0].content if data.get("pinned") else ""
