@@ -5,7 +5,8 @@ tool results → `tool_result` blocks (`is_error` kept) in a user turn, consecut
 text right after them) merged into one user message. Prompt caching: ephemeral `cache_control`
 breakpoints on the system prompt, the last tool, the last message marked `cache_point` (the task
 state the compaction restates after a cut: the new stable prefix) and the last block of the last
-message — the 4 allowed. `max_tokens` is required by this API: `CallSettings.max_tokens` or `DEFAULT_MAX_TOKENS`.
+message — the 4 allowed. `max_tokens` is required by this API: `CallSettings.max_tokens` or
+`DEFAULT_MAX_TOKENS`.
 Usage: Anthropic reports uncached input, cache reads and cache writes apart; `input_tokens` here is
 their sum (see `hilbert.models.types`).
 """
