@@ -55,10 +55,12 @@ from pathlib import Path
 from typing import Any
 
 from hilbert.agent.prompts import task_of
+from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import FleetConfig, FleetResult, run_fleet
 from hilbert.models.types import Completion, Message, TextCallback, ToolCall, ToolSpec, Usage
 from hilbert.store import Event, EventStore
+from hilbert.workspaces.integration import INTEGRATION
 from loop_overhead import process_cpu_s, raise_open_files, reset_peak_rss, status_kb
 
 PROJECT_TEST = "test -s README.md"
@@ -225,7 +227,10 @@ async def fleet(
 ) -> tuple[FleetResult, SimulatedModel]:
     """One fleet run with a fresh simulated model (whose own CPU time it reports)."""
     model = SimulatedModel(plan, steps)
-    result = await run_fleet(plan, repo=repo, root=root, run=run, model=model, store=store, config=config)
+    runner = Runner.unsandboxed()
+    result = await run_fleet(
+        plan, repo=repo, root=root, run=run, model=model, store=store, config=config, runner=runner
+    )
     return result, model
 
 

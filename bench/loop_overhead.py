@@ -49,6 +49,7 @@ from typing import Any
 from hilbert.agent.loop import AgentResult, run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner
 from hilbert.models import make_model
 from hilbert.models.types import Model
 from hilbert.store import EventStore
@@ -173,7 +174,8 @@ class Bench:
         """One agent in its workspace (made beforehand by `workspaces`)."""
         return run_agent(
             run=run, agent=name, task=f"Look around the project (you are {name}).", model=model,
-            toolbox=ToolBox(self.work / run / name), store=store, policies=[TurnLimit(max_turns)],
+            toolbox=ToolBox(self.work / run / name, runner=Runner.unsandboxed()), store=store,
+            policies=[TurnLimit(max_turns)],
         )  # fmt: skip
 
     def workspaces(self, run: str, names: Sequence[str]) -> None:

@@ -4,7 +4,7 @@ under Landlock.
     python bench/sandbox.py --runs 200                      # `true`, and a Python start-up
     python bench/sandbox.py --runs 20 --command "python -m pytest --version"
 
-Each command runs `--runs` times one after another through hilbert's own `run_command` (the path a
+Each command runs `--runs` times one after another through hilbert's own `Runner` (the path a
 worker's shell tool takes), first unconfined, then wrapped by `hilbert.security.sandbox` with a run
 folder hidden, as the fleet does: in bubblewrap, then under Landlock (what `detect` picks without
 bubblewrap), each where this machine has it. Printed per command and sandbox: milliseconds per run,
@@ -27,20 +27,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from hilbert.agent.shell import Output, run_command
-from hilbert.agent.tools import command_env
+from hilbert.commands import Output, Runner, Timeout
 from hilbert.security.sandbox import Sandbox, detect
 
 COMMANDS = {"true": "true", "python": f"{sys.executable} -c pass"}
 
 
-async def per_run_ms(command: str, runs: int, workspace: Path, sandbox: Sandbox | None) -> float:
-    env = command_env()
-    wrap = (lambda argv: sandbox.wrap(argv, workspace, workspace)) if sandbox else None
+async def per_run_ms(command: str, runs: int, workspace: Path, sandbox: Sandbox) -> float:
+    runner = Runner(sandbox)
     started = time.perf_counter()
     for _ in range(runs):
-        done = await run_command(
-            command, cwd=workspace, env=env, timeout_s=60, output=Output(2000, lambda: None), wrap=wrap
+        done = await runner.run(
+            command, root=workspace, timeout=Timeout(60, "bench"), output=Output(2000, lambda: None)
         )
         if done.exit_code != 0:
             raise SystemExit(
@@ -73,7 +71,7 @@ async def main(runs: int, extra: str | None) -> int:
         print(f"| command | sandbox | direct ms | sandboxed ms | overhead ms | ratio |  ({runs} runs each)")
         print("|---|---|---:|---:|---:|---:|")
         for name, command in commands.items():
-            direct = await per_run_ms(command, runs, workspace, None)
+            direct = await per_run_ms(command, runs, workspace, Sandbox("unsandboxed"))
             figures[f"{name}_direct_ms"] = f"{direct:.2f}"
             for kind, sandbox in sandboxes.items():
                 inside = await per_run_ms(command, runs, workspace, sandbox.hiding(root))

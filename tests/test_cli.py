@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import run_cli
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.testing.fake_server.process import start_process
 
 

@@ -26,6 +26,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from hilbert.commands import Runner, Timeouts
 from hilbert.judge.change import Allowances
 from hilbert.judge.gate import GateResult, run_gate
 from hilbert.workspaces.git import Git
@@ -203,8 +204,9 @@ async def run_case(project: Project, case: Case, pristine: Path, settings: Setti
         (folder / "scratch").mkdir()
         try:
             result = await run_gate(
-                repo, base, head, verify=bug.verify, scratch=folder / "scratch", git=git, env=env,
-                heldout=heldout, allow=Allowances(test_edits=bug.allow), timeout_s=settings.timeout_s,
+                repo, base, head, verify=bug.verify, scratch=folder / "scratch", git=git,
+                runner=Runner.unsandboxed(env, timeouts=Timeouts(verify_s=settings.timeout_s)),
+                heldout=heldout, allow=Allowances(test_edits=bug.allow),
             )  # fmt: skip
             verdict, said = result.verdict, gate_said(result)
         except Exception as err:  # a crash of the gate is recorded, not fatal to the benchmark

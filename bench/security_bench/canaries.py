@@ -8,9 +8,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from hilbert.fleet.lead_desk import INTEGRATION
 from hilbert.fleet.messages import MessageLimits
 from hilbert.store import EventStore
+from hilbert.workspaces.integration import INTEGRATION
 from security_bench.scene import Scene, snapshot
 
 TAG = re.compile(r"<\s*message\b[^>]*\brole\s*=\s*[\"']?(\w+)", re.IGNORECASE)

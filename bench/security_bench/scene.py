@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import FleetConfig, FleetResult, run_fleet
 from hilbert.models.types import Model
@@ -203,7 +204,6 @@ async def run_scene(case: Case, folder: Path, *, model: Model, sandbox: Sandbox,
             gate_rounds=3,
             max_turns=40,
             test_command=f"{sys.executable} -m pytest -q -p no:cacheprovider",
-            shell_policy=shell_policy,
         )
         with EventStore.open(scene.db) as store:
             try:
@@ -214,9 +214,8 @@ async def run_scene(case: Case, folder: Path, *, model: Model, sandbox: Sandbox,
                     run=f"attack-{case.id}",
                     model=model,
                     store=store,
-                    env=env,
+                    runner=Runner(sandbox, env, policy=shell_policy),
                     config=config,
-                    sandbox=sandbox,
                     skills=skills,
                 )
             except Exception as error:  # the canaries still read whatever the run left

@@ -11,6 +11,7 @@ import pytest
 from hilbert.agent.loop import AgentResult, run_agent
 from hilbert.agent.policies import Action, Halt, Inject, LoopState, Policy, Resume, Stop, TurnLimit
 from hilbert.agent.tools import ToolBox, ToolOutcome
+from hilbert.commands import Runner
 from hilbert.models import make_model
 from hilbert.models.types import Message, ToolCall
 from hilbert.store import EventStore, rebuild_conversation
@@ -54,7 +55,7 @@ def run(
                 agent="Euler",
                 task="write notes",
                 model=model,
-                toolbox=ToolBox(tmp_path / "ws"),
+                toolbox=ToolBox(tmp_path / "ws", runner=Runner.unsandboxed()),
                 store=store,
                 policies=policies,
             )
@@ -249,7 +250,7 @@ def test_an_interrupted_run_still_says_how_it_ended(tmp_path: Path) -> None:
                     task="t",
                     model=model,
                     store=store,
-                    toolbox=ToolBox(tmp_path / "ws"),
+                    toolbox=ToolBox(tmp_path / "ws", runner=Runner.unsandboxed()),
                 )
             )
             while not store.events(run="r", kinds=["model_call"]):
@@ -324,7 +325,7 @@ def test_a_shared_cost_pool_halts_every_agent_that_shares_it(tmp_path: Path) -> 
                         task="t",
                         model=model,
                         store=store,
-                        toolbox=ToolBox(tmp_path / "ws"),
+                        toolbox=ToolBox(tmp_path / "ws", runner=Runner.unsandboxed()),
                         policies=[SharedCostLimit(pool), TurnLimit(40)],
                     )
                     for name in ("Euler", "Gauss")

@@ -12,7 +12,8 @@ from typing import Any
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, Inject, LoopState, TurnLimit
 from hilbert.agent.reminders import Reminders, acceptance_items, checklist
-from hilbert.agent.tools import ToolBox, ToolOutcome, command_env
+from hilbert.agent.tools import ToolBox, ToolOutcome
+from hilbert.commands import Runner, command_env
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.store import EventStore
@@ -205,7 +206,7 @@ def test_an_early_stopper_runs_the_verify_command_when_reminded(tmp_path: Path) 
                     agent="Ada",
                     task=project.task,
                     model=model,
-                    toolbox=ToolBox(project.path, env=env),
+                    toolbox=ToolBox(project.path, runner=Runner.unsandboxed(env)),
                     store=store,
                     policies=[TurnLimit(80), *([reminders] if reminders else [])],
                 )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Limits, Output, Runner, Timeouts
 from hilbert.models.types import ToolCall
 
 
@@ -23,7 +24,7 @@ def box(tmp_path: Path) -> ToolBox:
     (ws / "pkg").mkdir(parents=True)
     (ws / "pkg" / "mod.py").write_text("def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x + 1\n")
     (tmp_path / "secret.txt").write_text("outside")
-    return ToolBox(ws, shell_timeout_s=5, max_output_chars=200)
+    return ToolBox(ws, runner=Runner.unsandboxed(timeouts=Timeouts(shell_s=5)), max_output_chars=200)
 
 
 def test_read_file_with_line_range(box: ToolBox) -> None:
@@ -85,14 +86,14 @@ def test_shell_reports_exit_code_and_runs_in_the_workspace(box: ToolBox) -> None
 
 def test_shell_does_not_see_api_keys(box: ToolBox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    fresh = ToolBox(box.root)
+    fresh = ToolBox(box.root, runner=Runner.unsandboxed())
     out = run(fresh, "shell", command="echo key=${OPENAI_API_KEY:-none}")
     assert "key=none" in out.content
 
 
 def test_shell_timeout_kills_the_command(box: ToolBox) -> None:
     out = run(box, "shell", command="sleep 30", timeout_s=1)
-    assert out.is_error and out.content.startswith("[timed out after 1s]")
+    assert out.is_error and out.content.startswith("[timed out after 1 s (timeouts.shell_s); killed]")
 
 
 def test_long_output_is_capped_and_saved_whole(box: ToolBox) -> None:
@@ -135,7 +136,8 @@ def test_a_symlink_loop_is_a_tool_error_not_a_crash(box: ToolBox) -> None:
 
 def test_a_timed_out_command_keeps_the_output_it_printed(box: ToolBox) -> None:
     out = run(box, "shell", command="echo partial-output; sleep 30", timeout_s=1)
-    assert out.is_error and out.content == "[timed out after 1s]\npartial-output\n"
+    expected = "[timed out after 1 s (timeouts.shell_s); killed]\npartial-output\n"
+    assert out.is_error and out.content == expected
 
 
 def test_background_children_do_not_outlive_the_call_or_hold_it_open(box: ToolBox) -> None:
@@ -159,7 +161,6 @@ def wait_until_gone(pid: int, within_s: float = 5.0) -> bool:
 
 
 def test_long_output_stays_bounded_in_memory_and_on_disk(tmp_path: Path) -> None:
-    from hilbert.agent.shell import Output
 
     spill = tmp_path / "spill.txt"
     output = Output(keep=10, spill=lambda: spill, max_saved=1000)
@@ -184,7 +185,7 @@ def test_overflow_is_never_written_through_a_link_out_of_the_workspace(box: Tool
 def test_tokens_and_secrets_are_removed_from_commands(box: ToolBox, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.setenv(name, "s3cret")
-    out = run(ToolBox(box.root), "shell", command="env")
+    out = run(ToolBox(box.root, runner=Runner.unsandboxed()), "shell", command="env")
     assert "s3cret" not in out.content
 
 
@@ -196,12 +197,11 @@ def test_zero_or_negative_timeouts_use_the_default(box: ToolBox) -> None:
 def test_the_timeout_holds_even_when_a_child_starts_its_own_session(box: ToolBox) -> None:
     started = time.monotonic()
     out = run(box, "shell", command="(setsid sleep 30 &); sleep 10", timeout_s=1)
-    assert out.is_error and out.content.startswith("[timed out after 1s]")
+    assert out.is_error and out.content.startswith("[timed out after 1 s (timeouts.shell_s); killed]")
     assert time.monotonic() - started < 5
 
 
 def test_output_up_to_twice_the_kept_size_comes_back_whole(tmp_path: Path) -> None:
-    from hilbert.agent.shell import Output
 
     spilled: list[Path] = []
     output = Output(keep=10, spill=lambda: spilled.append(tmp_path / "x") or tmp_path / "x")
@@ -217,9 +217,8 @@ def test_a_file_between_one_and_two_halves_of_the_cap_comes_back_unchanged(box: 
 
 
 def test_commands_are_held_to_their_cpu_and_memory_limits(tmp_path: Path) -> None:
-    from hilbert.agent.shell import Limits
 
-    box = ToolBox(tmp_path, limits=Limits(cpu_s=1, memory_mb=200))
+    box = ToolBox(tmp_path, runner=Runner.unsandboxed(limits=Limits(cpu_s=1, memory_mb=200)))
     spin = run(box, "shell", command="python3 -c 'while True: pass'", timeout_s=20)
     assert spin.is_error and spin.content.startswith("[killed by SIGXCPU (its CPU-time limit)]")
     hog = run(box, "shell", command="python3 -c 'x = bytearray(500 * 1024 * 1024)'")
@@ -229,7 +228,7 @@ def test_commands_are_held_to_their_cpu_and_memory_limits(tmp_path: Path) -> Non
 def test_command_slots_bound_how_many_commands_run_at_once(tmp_path: Path) -> None:
     async def main() -> int:
         slots = asyncio.Semaphore(2)
-        boxes = [ToolBox(tmp_path, command_slots=slots) for _ in range(6)]
+        boxes = [ToolBox(tmp_path, runner=Runner.unsandboxed(slots=slots)) for _ in range(6)]
         log = tmp_path / "log"
         command = f"echo start >> {log}; sleep 0.3; echo end >> {log}"
         await asyncio.gather(

@@ -14,6 +14,7 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import LoopState, TurnLimit
 from hilbert.agent.prompts import SYSTEM_PROMPT
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner
 from hilbert.context.pinned import PINNED_MARK, SUMMARY_MARK
 from hilbert.context.policy import CONTEXT_COMPACTED, Compaction, compaction_for
 from hilbert.context.render import TokenCache
@@ -88,7 +89,7 @@ def test_a_long_task_crosses_a_tiny_budget_and_finishes_with_its_task_state_inta
                 agent="Euler",
                 task=TASK,
                 model=model,
-                toolbox=ToolBox(workspace),
+                toolbox=ToolBox(workspace, runner=Runner.unsandboxed()),
                 store=store,
                 policies=[TurnLimit(40), compaction],
             )

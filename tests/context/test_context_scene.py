@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hilbert.agent.tools import command_env
+from hilbert.commands import Runner
 from hilbert.context.policy import CONTEXT_COMPACTED
 from hilbert.errors import UserError
-from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore
 from hilbert.testing.longhaul import LonghaulPolicy
 from hilbert.ui.demo_context import PARTS, run_context_scene
@@ -20,9 +19,7 @@ from hilbert.ui.demo_context import PARTS, run_context_scene
 def test_the_long_task_is_compacted_and_finishes(tmp_path: Path) -> None:
     said: list[str] = []
     db = tmp_path / "scene.db"
-    kept = asyncio.run(
-        run_context_scene(tmp_path, db, sandbox=Sandbox("unsandboxed"), env=command_env(), echo=said.append)
-    )
+    kept = asyncio.run(run_context_scene(tmp_path, db, runner=Runner.unsandboxed(), echo=said.append))
     assert kept, said
     assert [(tmp_path / "long-task" / f"part{k}.txt").read_text() for k in (1, PARTS)] == [
         "1\n",

@@ -10,7 +10,7 @@ import pytest
 
 from git_support import git
 from hilbert.agent.prompts import SYSTEM_PROMPT, system_prompt
-from hilbert.agent.tools import command_env
+from hilbert.commands import Runner, command_env
 from hilbert.context.repomap import repository_map
 from hilbert.context.tokens import Approximate, Tokenizer, tokenizer_for
 from hilbert.errors import UserError
@@ -216,7 +216,7 @@ def test_every_worker_of_a_run_sends_the_same_system_prompt_with_the_map(tmp_pat
                     run=run,
                     model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                     store=store,
-                    env=command_env(hilbert_python_first=True),
+                    runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
                     config=config,
                 )
             )

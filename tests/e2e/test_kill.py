@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.models.types import Message
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer

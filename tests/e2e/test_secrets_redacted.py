@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from cli_support import run_cli
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.testing.fake_server import FakeServer
 
 MODEL_KEY = "sk-" + "ant-api03-" + "e2eKey0" * 5  # the model key hilbert itself uses

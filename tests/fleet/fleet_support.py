@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.testing.sample import SampleProject
 
 ENV = command_env(hilbert_python_first=True)

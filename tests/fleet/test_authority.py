@@ -15,6 +15,7 @@ from typing import Any
 
 from fleet_support import ENV, readme_repo
 
+from hilbert.commands import Runner
 from hilbert.fleet.inbox import PERSON, send
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.proposals import proposals
@@ -117,7 +118,7 @@ async def fleet(
         model=make_model(f"openai:w@{workers.openai_base_url}", env={}),
         lead_model=make_model(f"openai:lead@{lead.openai_base_url}", env={}),
         store=store,
-        env=ENV,
+        runner=Runner.unsandboxed(ENV),
         config=FleetConfig(
             workers=2,
             max_attempts=1,

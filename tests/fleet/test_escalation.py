@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from fleet_support import ENV, git_repo, readme_repo
 
+from hilbert.commands import Runner
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
+from hilbert.fleet.run import FleetConfig, run_fleet
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
@@ -24,6 +25,7 @@ from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.log_view import format_event
+from hilbert.workspaces.integration import INTEGRATION
 
 
 def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cannot_pass(
@@ -64,7 +66,7 @@ def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cann
                 model=make_model(f"anthropic:fake@{workers_server.base_url}", env={}),
                 lead_model=make_model(f"openai:fake-lead@{lead_server.openai_base_url}", env={}),
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=2, max_attempts=1, gate_rounds=1),
             )
         )
@@ -162,7 +164,7 @@ def board() -> Board:
 
 
 def test_split_task_adds_the_parts_and_the_task_then_depends_on_them(tmp_path: Path, board: Board) -> None:
-    tools = EscalationToolBox(tmp_path, board)
+    tools = EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed())
     parts = [
         {"id": "T2a", "title": "half", "description": "d", "verify": "true"},
         {"id": "T2b", "title": "other half", "description": "d", "verify": "true", "depends_on": ["T2a"]},
@@ -179,7 +181,7 @@ def test_split_task_adds_the_parts_and_the_task_then_depends_on_them(tmp_path: P
 def test_a_part_that_depends_on_the_task_it_splits_is_a_cycle_and_nothing_changes(
     tmp_path: Path, board: Board
 ) -> None:
-    tools = EscalationToolBox(tmp_path, board)
+    tools = EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed())
     parts = [{"id": "T2a", "title": "half", "description": "d", "verify": "true", "depends_on": ["T2"]}]
     text, error = call(tools, "split_task", task="T2", into=parts)
     assert error and "dependency cycle" in text and "T2a" in text
@@ -212,13 +214,13 @@ def test_a_bad_request_is_a_tool_error_saying_why_and_changes_nothing(
     tmp_path: Path, board: Board, tool: str, arguments: dict[str, Any], says: str
 ) -> None:
     before = dict(board.states)
-    text, error = call(EscalationToolBox(tmp_path, board), tool, **arguments)
+    text, error = call(EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed()), tool, **arguments)
     assert error and says in text, text
     assert board.states == before and board.plan is PLAN and board.steered == [] and board.messages == []
 
 
 def test_a_task_is_reopened_at_most_max_reopens_times(tmp_path: Path, board: Board) -> None:
-    tools = EscalationToolBox(tmp_path, board, max_reopens=1)
+    tools = EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed(), max_reopens=1)
     assert not call(tools, "reassign", task="T2", note="try the other branch")[1]
     assert board.notes == {"T2": "try the other branch"}
     board.states["T2"] = TaskState("T2", "escalated", attempts=2, reopened=1)  # it failed again
@@ -231,7 +233,7 @@ def test_a_task_is_reopened_at_most_max_reopens_times(tmp_path: Path, board: Boa
 def test_add_task_and_message_worker_change_the_plan_and_reach_the_worker(
     tmp_path: Path, board: Board
 ) -> None:
-    tools = EscalationToolBox(tmp_path, board)
+    tools = EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed())
     new = {
         "id": "T4",
         "title": "docs",
@@ -285,7 +287,7 @@ def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at
                 model=make_model(f"openai:w@{workers.openai_base_url}", env={}),
                 lead_model=make_model(f"anthropic:lead@{lead.base_url}", env={}),
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=1, max_attempts=2, gate_rounds=1, test_command="true"),
             )
         )
@@ -308,5 +310,7 @@ def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at
 
 def test_the_lead_may_not_reopen_a_task_the_person_stopped(tmp_path: Path, board: Board) -> None:
     board.stopped.add("T2")
-    text, error = call(EscalationToolBox(tmp_path, board), "reassign", task="T2", note="go on")
+    text, error = call(
+        EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed()), "reassign", task="T2", note="go on"
+    )
     assert error and "stopped by the person" in text and board.steered == []

@@ -18,14 +18,16 @@ from pathlib import Path
 import pytest
 from fleet_support import ENV, git_repo
 
+from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
+from hilbert.fleet.run import FleetConfig, run_fleet
 from hilbert.fleet.scheduler import claims_overlap
 from hilbert.models import make_model
 from hilbert.store import EventStore
 from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import SampleProject, generate_sample_project
+from hilbert.workspaces.integration import INTEGRATION
 
 WORKERS = 128
 PAIRS = 3
@@ -105,7 +107,7 @@ def test_128_workers_land_128_tasks_through_faults_conflicts_and_dependencies(tm
                 run="big",
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}, max_attempts=8),
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=WORKERS, max_attempts=4, merge_batch=16),
             )
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 from fleet_support import commit_all
 
 from cli_support import run_cli
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.fleet.plan import parse_plan
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project

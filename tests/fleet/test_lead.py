@@ -15,7 +15,7 @@ import pytest
 
 from hilbert.agent.loop import AgentResult, run_agent
 from hilbert.agent.policies import TurnLimit
-from hilbert.agent.tools import command_env
+from hilbert.commands import Runner, command_env
 from hilbert.errors import UserError
 from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.plan import Task, parse_plan
@@ -34,7 +34,9 @@ def plan_with_lead(
 ) -> tuple[AgentResult, Path, EventStore]:
     plan_path = tmp_path / "run" / "PLAN.md"
     store = EventStore.open(tmp_path / "log.db")
-    toolbox = PlanningToolBox(project.path, plan_path, env=command_env(hilbert_python_first=True))
+    toolbox = PlanningToolBox(
+        project.path, plan_path, runner=Runner.unsandboxed(command_env(hilbert_python_first=True))
+    )
     with FakeServer(policy) as server:
         model = make_model(f"anthropic:fake@{server.base_url}", env={})
         result = asyncio.run(
@@ -200,7 +202,7 @@ def task(task_id: str, **fields: Any) -> dict[str, Any]:
 def test_write_plan_refuses_a_bad_plan_and_says_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     plan_path = tmp_path / "PLAN.md"
-    toolbox = PlanningToolBox(tmp_path / "ws", plan_path)
+    toolbox = PlanningToolBox(tmp_path / "ws", plan_path, runner=Runner.unsandboxed())
     no_verify = task("T1")
     del no_verify["verify"]
     text, is_error = write_plan(toolbox, goal="g", tasks=[no_verify])
@@ -224,10 +226,10 @@ def test_planning_tools_are_read_only_and_the_plan_lives_outside(tmp_path: Path)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with pytest.raises(UserError, match="inside the workspace"):
-        PlanningToolBox(workspace, workspace / "PLAN.md")
+        PlanningToolBox(workspace, workspace / "PLAN.md", runner=Runner.unsandboxed())
     with pytest.raises(UserError, match="inside the workspace"):
-        PlanningToolBox(workspace, tmp_path / "ws" / "sub" / ".." / "PLAN.md")
-    toolbox = PlanningToolBox(workspace, tmp_path / "PLAN.md")
+        PlanningToolBox(workspace, tmp_path / "ws" / "sub" / ".." / "PLAN.md", runner=Runner.unsandboxed())
+    toolbox = PlanningToolBox(workspace, tmp_path / "PLAN.md", runner=Runner.unsandboxed())
     names = [spec.name for spec in toolbox.specs()]
     assert names == ["read_file", "list_files", "grep", "shell", "write_plan", "finish"]
     outcome = asyncio.run(toolbox.run(ToolCall("c1", "write_file", {"path": "x", "content": "y"})))

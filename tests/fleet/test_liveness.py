@@ -10,6 +10,7 @@ from typing import Any
 
 from fleet_support import ENV, readme_repo
 
+from hilbert.commands import Runner
 from hilbert.fleet.liveness import LivenessConfig, Watch, assess
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import FleetConfig, run_fleet
@@ -69,7 +70,7 @@ def fleet(
                 run="r",
                 model=Faulty(model, fail_on=2, hang=hang) if faulty else model,
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=1, max_attempts=1, test_command="true", liveness=liveness),
             )
         )

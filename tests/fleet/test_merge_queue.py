@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from hilbert.commands import Runner, Timeouts
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.security.sandbox import Sandbox, detect
 from hilbert.workspaces import Git
+from hilbert.workspaces.integration import Integration
 
 PY = shlex.quote(sys.executable)
 
@@ -57,13 +59,11 @@ class Project:
 
     def queue(self, test_command: str | None = None, command_timeout_s: float = 60.0) -> MergeQueue:
         return MergeQueue(
-            self.integ,
-            "main",
+            Integration(self.integ, self.git, branch="main"),
             self.tmp / "scratch",
             test_command=test_command or self.test_command(),
-            git=self.git,
             record=lambda kind, data: self.events.append((kind, data)),
-            command_timeout_s=command_timeout_s,
+            runner=Runner.unsandboxed(timeouts=Timeouts(merge_s=command_timeout_s)),
         )
 
     async def tip(self) -> str:
@@ -256,7 +256,10 @@ def test_a_check_that_hangs_is_killed_and_its_candidate_rejected(tmp_path: Path)
         queue.submit(Candidate(hang.task_id, hang.ref, "sleep 30"))
         outcomes = by_task(await queue.process())
         assert outcomes["t0"].kind == "merged"
-        assert outcomes["t1"].kind == "rejected" and "killed after 0.5s" in outcomes["t1"].output
+        assert (
+            outcomes["t1"].kind == "rejected"
+            and "timed out after 0.5 s (timeouts.merge_s); killed" in outcomes["t1"].output
+        )
         assert "src/t1.py" not in await p.files_at_tip()
         await p.assert_never_broken()
 
@@ -320,13 +323,11 @@ def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path:
             f"{PY} check.py && if [ -f src/{task}.py ]; then echo pwned > {shlex.quote(str(outside))}; fi"
         )
         queue = MergeQueue(
-            p.integ,
-            "main",
+            Integration(p.integ, p.git, branch="main"),
             tmp_path / f"scratch-{task}",
             test_command=escape,
-            git=p.git,
             record=lambda kind, data: p.events.append((kind, data)),
-            sandbox=box,
+            runner=Runner(box or Sandbox("unsandboxed")),
         )
         queue.submit(await p.candidate(task))
         outcomes = by_task(await queue.process())

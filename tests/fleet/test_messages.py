@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hilbert.agent.policies import Inject, LoopState
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner
 from hilbert.fleet.inbox import Inbox, send
 from hilbert.fleet.messages import MessageLimits, MessageTools
 from hilbert.fleet.names import allocate
@@ -32,7 +33,7 @@ def tools(
     names = allocate(3)  # Poincaré, Noether, Erdős
     (tmp_path / sender).mkdir(exist_ok=True)
     return MessageTools(
-        ToolBox(tmp_path / sender),
+        ToolBox(tmp_path / sender, runner=Runner.unsandboxed()),
         store=store,
         run="r",
         sender=sender,

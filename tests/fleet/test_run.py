@@ -11,12 +11,14 @@ from typing import Any
 
 from fleet_support import ENV, git_repo, readme_repo
 
+from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
+from hilbert.fleet.run import FleetConfig, run_fleet
 from hilbert.models import make_model
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import SampleProject, generate_sample_project
+from hilbert.workspaces.integration import INTEGRATION
 
 
 def plan_for(project: SampleProject) -> Plan:
@@ -51,7 +53,7 @@ def test_three_workers_fix_three_modules_and_the_integration_branch_is_green(tmp
                 run="r1",
                 model=model,
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=3),
             )
         )
@@ -172,7 +174,7 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
                 run="r",
                 model=Damaging(make_model(f"openai:fake@{server.openai_base_url}", env={})),
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=1, max_attempts=2, test_command="test -f README.md"),
             )
         )
@@ -219,7 +221,7 @@ def test_a_task_budget_in_the_plan_bounds_each_attempt(tmp_path: Path) -> None:
                 run="r",
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                 store=store,
-                env=ENV,
+                runner=Runner.unsandboxed(ENV),
                 config=FleetConfig(workers=2, max_attempts=1, test_command="true"),
             )
         )

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner, command_env
 from hilbert.fleet.plan import Task
 from hilbert.fleet.stop_gate import StopGate
 from hilbert.models import make_model
@@ -79,7 +80,7 @@ def gated_agent(
             lambda kind, data: events.append((kind, data)),
             git=Git(home=tmp_path / "run" / "home"),
             scratch=tmp_path / "run" / "scratch",
-            env=command_env(hilbert_python_first=True),
+            runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
             **gate,
         )
         with (
@@ -92,7 +93,7 @@ def gated_agent(
                 task="make the check pass",
                 model=make_model(f"anthropic:fake@{server.base_url}", env={}),
                 store=store,
-                toolbox=ToolBox(checkout.work_tree),
+                toolbox=ToolBox(checkout.work_tree, runner=Runner.unsandboxed()),
                 policies=[stop_gate],
             )
             bodies = [json.dumps(r["body"]) for r in server.requests if r.get("body")]
@@ -216,7 +217,7 @@ def _one_task_fleet(
                 run="r",
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                 store=store,
-                env=command_env(hilbert_python_first=True),
+                runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
                 config=FleetConfig(workers=1, max_attempts=1, gate_rounds=1, test_command="true"),
                 **fleet,
             )

@@ -13,7 +13,8 @@ import pytest
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner, command_env
 from hilbert.models import make_model
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
@@ -55,7 +56,9 @@ def test_agent_fixes_the_project_over_each_protocol(tmp_path: Path, protocol: st
                 agent="Noether",
                 task=project.task,
                 model=model,
-                toolbox=ToolBox(project.path, env=command_env(hilbert_python_first=True)),
+                toolbox=ToolBox(
+                    project.path, runner=Runner.unsandboxed(command_env(hilbert_python_first=True))
+                ),
                 store=store,
                 policies=[TurnLimit(40)],
             )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from judge_support import commit, git, make_repo, replace
 
-from hilbert.agent.tools import command_env
+from hilbert.commands import Runner, command_env
 from hilbert.judge.gate import NO_MODEL, GateResult, describe, run_gate
 from hilbert.models import make_model
 from hilbert.testing.fake_server import FakeServer
@@ -34,7 +34,7 @@ def gate(
             verify=VERIFY,
             scratch=tmp_path / "scratch",
             git=Git(home=tmp_path / "home"),
-            env=command_env(hilbert_python_first=True),
+            runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
             heldout=heldout,
             judge=make_model(f"openai:fake-judge@{judge.base_url}", env={}) if judge else None,
             task="T1: scale multiplies. Make scale(x, factor) return x times factor.",

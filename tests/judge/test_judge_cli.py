@@ -11,7 +11,7 @@ from typing import Any
 from judge_support import commit, git, make_repo, replace
 
 from cli_support import run_cli
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.testing.fake_server import FakeServer
 
 VERIFY = "python -m pytest -q tests/test_ops.py::test_scale tests/test_ops.py::test_add"

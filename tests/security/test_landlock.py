@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from run_layout import tcp_listener, two_workspaces
 
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner, command_env
 from hilbert.models.types import ToolCall
 from hilbert.security import landlock as launcher
 from hilbert.security.landlock import abi_version
@@ -50,7 +51,7 @@ def test_only_the_workspace_is_writable_and_hidden_folders_cannot_be_listed_or_r
     shared.mkdir()
     (shared / "data.txt").write_text("readable data\n")
     walls = dataclasses.replace(landlock.hiding(run_root), keep=(shared,))
-    box = ToolBox(mine, sandbox=walls)
+    box = ToolBox(mine, runner=Runner(walls, policy=False))
     out = shell(
         box,
         "echo mine > notes.txt; mkdir -p sub && mv notes.txt sub/ && cat sub/notes.txt; "
@@ -91,9 +92,11 @@ def test_there_is_no_tcp_inside(tmp_path: Path, landlock: Sandbox) -> None:
     if landlock.abi < 4:
         pytest.skip(f"Landlock ABI {landlock.abi} cannot restrict TCP (ABI 4, Linux 6.7, can)")
     with tcp_listener() as probe:
-        inside = shell(ToolBox(tmp_path, sandbox=landlock), probe)
-        outside = shell(ToolBox(tmp_path), probe)
-        allowed = shell(ToolBox(tmp_path, sandbox=dataclasses.replace(landlock, network=True)), probe)
+        inside = shell(ToolBox(tmp_path, runner=Runner(landlock, policy=False)), probe)
+        outside = shell(ToolBox(tmp_path, runner=Runner.unsandboxed()), probe)
+        allowed = shell(
+            ToolBox(tmp_path, runner=Runner(dataclasses.replace(landlock, network=True), policy=False)), probe
+        )
     assert inside.startswith("[exit 1]") and "PermissionError" in inside, inside
     assert outside.startswith("[exit 0]"), outside  # the same command reaches it unsandboxed
     assert allowed.startswith("[exit 0]"), allowed  # and inside when the network is allowed
@@ -102,7 +105,10 @@ def test_there_is_no_tcp_inside(tmp_path: Path, landlock: Sandbox) -> None:
 def test_commands_cannot_signal_processes_outside(tmp_path: Path, landlock: Sandbox) -> None:
     if landlock.abi < 6:
         pytest.skip(f"Landlock ABI {landlock.abi} cannot scope signals (ABI 6, Linux 6.12, can)")
-    out = shell(ToolBox(tmp_path, sandbox=landlock), f"kill -0 {os.getpid()}; sleep 0.1 & kill $!")
+    out = shell(
+        ToolBox(tmp_path, runner=Runner(landlock, policy=False)),
+        f"kill -0 {os.getpid()}; sleep 0.1 & kill $!",
+    )
     assert out.startswith("[exit 0]") and "Operation not permitted" in out, out  # its own child: fine
 
 
@@ -123,7 +129,7 @@ def test_pytest_runs_inside_with_its_temporary_files_in_the_workspace(
         "        pass\n"
     )
     (workspace / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
-    box = ToolBox(workspace, sandbox=landlock, env=command_env(hilbert_python_first=True))
+    box = ToolBox(workspace, runner=Runner(landlock, command_env(hilbert_python_first=True), policy=False))
     out = shell(box, "python -m pytest -q -s tests")
     assert out.startswith("[exit 0]") and "2 passed" in out, out
     assert f"TMP {workspace / '.hilbert' / 'tmp'}" in out, out  # TMPDIR is the workspace's own
@@ -137,7 +143,7 @@ def test_git_works_in_the_workspace_and_does_not_see_the_temporary_folder(
     (workspace / "README.md").write_text("hello\n")
     git = "git -c user.name=t -c user.email=t@t"
     out = shell(
-        ToolBox(workspace, sandbox=landlock),
+        ToolBox(workspace, runner=Runner(landlock, policy=False)),
         f"mktemp > /dev/null && git init -q && {git} add -A && {git} commit -qm first && "
         "echo more >> README.md && git status --porcelain && git diff --stat",
     )
@@ -156,5 +162,7 @@ def test_without_bubblewrap_and_landlock_commands_are_refused_unless_accepted(tm
     )
     too_old = detect(which=lambda name: None, landlock_abi=lambda: 3)  # cannot keep the network out
     assert too_old.kind == "refuse" and "cannot block the network" in too_old.why
-    out = asyncio.run(ToolBox(tmp_path, sandbox=refused).run(ToolCall("c1", "shell", {"command": "touch x"})))
+    out = asyncio.run(
+        ToolBox(tmp_path, runner=Runner(refused)).run(ToolCall("c1", "shell", {"command": "touch x"}))
+    )
     assert out.is_error and not (tmp_path / "x").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner
 from hilbert.models.types import ToolCall
 from hilbert.security.policy import check_shell
 
@@ -56,7 +57,7 @@ def test_the_refusal_is_the_tool_error_and_nothing_runs(tmp_path: Path) -> None:
     for folder in (mine, theirs):
         folder.mkdir(parents=True)
     (theirs / "work.py").write_text("precious = True\n")
-    box = ToolBox(mine, shell_policy=check_shell)
+    box = ToolBox(mine, runner=Runner.unsandboxed())
     outcome = asyncio.run(box.run(ToolCall("c1", "shell", {"command": "rm -rf ../gauss"})))
     assert outcome.is_error and "refused by policy (outside_workspace)" in outcome.content
     assert (theirs / "work.py").exists()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from run_layout import tcp_listener, two_workspaces
 
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner, command_env
 from hilbert.models.types import ToolCall
 from hilbert.security.landlock import abi_version
 from hilbert.security.sandbox import REFUSED, Sandbox, detect
@@ -37,7 +38,7 @@ def test_only_the_workspace_is_writable_and_the_other_workspaces_are_hidden(
     tmp_path: Path, sandbox: Sandbox
 ) -> None:
     run_root, mine, theirs = two_workspaces(tmp_path)
-    box = ToolBox(mine, sandbox=sandbox.hiding(run_root))
+    box = ToolBox(mine, runner=Runner(sandbox.hiding(run_root), policy=False))
     out = shell(
         box,
         f"echo mine > notes.txt; ls {theirs}; cat {run_root}/message.key; rm -rf {theirs}; touch /etc/owned",
@@ -50,8 +51,8 @@ def test_only_the_workspace_is_writable_and_the_other_workspaces_are_hidden(
 
 def test_there_is_no_network_inside(tmp_path: Path, sandbox: Sandbox) -> None:
     with tcp_listener() as probe:
-        inside = shell(ToolBox(tmp_path, sandbox=sandbox), probe)
-        outside = shell(ToolBox(tmp_path), probe)
+        inside = shell(ToolBox(tmp_path, runner=Runner(sandbox, policy=False)), probe)
+        outside = shell(ToolBox(tmp_path, runner=Runner.unsandboxed()), probe)
     assert inside.startswith("[exit 1]") and "ConnectionRefusedError" in inside, inside
     assert outside.startswith("[exit 0]"), outside  # the same command reaches it unsandboxed
 
@@ -63,7 +64,7 @@ def test_without_a_sandbox_and_without_consent_commands_are_refused(tmp_path: Pa
     refused = detect(which=neither, landlock_abi=lambda: 0)
     assert refused.kind == "refuse" and "not installed" in refused.why
     assert detect(which=neither, landlock_abi=lambda: 0, accept_unsandboxed=True).kind == "unsandboxed"
-    box = ToolBox(tmp_path, sandbox=refused)
+    box = ToolBox(tmp_path, runner=Runner(refused, policy=False))
     outcome = asyncio.run(box.run(ToolCall("c1", "shell", {"command": "touch x"})))
     assert outcome.is_error and outcome.content == REFUSED and not (tmp_path / "x").exists()
 
@@ -139,8 +140,7 @@ def test_the_stop_gate_runs_the_workers_tests_in_the_sandbox_too(tmp_path: Path,
                 verify="python -m pytest -q -p no:cacheprovider tests",
                 scratch=tmp_path / "scratch" / str(walls is None),
                 git=Git(home=tmp_path / "home"),
-                env=command_env(hilbert_python_first=True),
-                sandbox=walls,
+                runner=Runner(walls or Sandbox("unsandboxed"), command_env(hilbert_python_first=True)),
             )
         )
         return result.steps[0].passed
@@ -161,6 +161,6 @@ def test_tools_that_live_under_tmp_still_run_inside(tmp_path: Path, monkeypatch:
     assert found.kind == "bubblewrap" and tools in found.keep
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    out = shell(ToolBox(workspace, sandbox=found), f"hello; touch {tools}/owned")
+    out = shell(ToolBox(workspace, runner=Runner(found, policy=False)), f"hello; touch {tools}/owned")
     assert "hello from under tmp" in out and "Read-only file system" in out, out
     assert not (tools / "owned").exists()

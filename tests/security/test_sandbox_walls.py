@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner, command_env
 from hilbert.models.types import ToolCall
 from hilbert.security.landlock import abi_version
 from hilbert.security.sandbox import Sandbox, detect
@@ -94,7 +95,7 @@ def test_the_persons_credentials_are_hidden_and_python_still_runs(
     monkeypatch.setenv("HOME", str(home))
     workspace = outside_tmp / "ws"
     workspace.mkdir()
-    box = ToolBox(workspace, sandbox=walls(kind, home=home))
+    box = ToolBox(workspace, runner=Runner(walls(kind, home=home), policy=False))
     out = shell(
         box,
         f"cat {home}/.aws/credentials {home}/.ssh/id_ed25519 {home}/.netrc {home}/.git-credentials; "
@@ -118,7 +119,7 @@ def test_the_persons_runtime_sockets_are_out_of_reach(
     server = listening(runtime / "bus")
     workspace = outside_tmp / "ws"
     workspace.mkdir()
-    box = ToolBox(workspace, sandbox=walls(kind))
+    box = ToolBox(workspace, runner=Runner(walls(kind), policy=False))
     try:
         out = shell(box, f"{CONNECT} {runtime / 'bus'}; env; echo in /run: $(ls -A /run 2>/dev/null | wc -l)")
         assert not reached(server) and "CONNECTED" not in out, out
@@ -148,7 +149,8 @@ def test_landlock_refuses_named_unix_sockets_and_udp_anywhere(outside_tmp: Path)
     workspace.mkdir()
     try:
         out = shell(
-            ToolBox(workspace, sandbox=sandbox.hiding(hidden)), f"{CONNECT} {hidden / 'agent.sock'}; {send}"
+            ToolBox(workspace, runner=Runner(sandbox.hiding(hidden), policy=False)),
+            f"{CONNECT} {hidden / 'agent.sock'}; {send}",
         )
         assert not reached(server) and "CONNECTED" not in out, out
         with pytest.raises(BlockingIOError):
@@ -172,7 +174,9 @@ def test_multiprocessing_with_fork_still_works_under_landlock(tmp_path: Path) ->
     )
     (tmp_path / "job.py").write_text(script)
     out = shell(
-        ToolBox(tmp_path, sandbox=walls("landlock"), env=command_env(hilbert_python_first=True)),
+        ToolBox(
+            tmp_path, runner=Runner(walls("landlock"), command_env(hilbert_python_first=True), policy=False)
+        ),
         "python job.py",
     )
     assert out.startswith("[exit 0]") and "WORKED" in out, out
@@ -184,7 +188,7 @@ def test_a_planted_link_at_the_temporary_folder_leads_no_write_outside(outside_t
     person_repo.mkdir()
     workspace = outside_tmp / "run" / "ws"
     workspace.mkdir(parents=True)
-    box = ToolBox(workspace, sandbox=walls("landlock").hiding(outside_tmp / "run"))
+    box = ToolBox(workspace, runner=Runner(walls("landlock").hiding(outside_tmp / "run"), policy=False))
     planted = shell(box, f"rm -rf .hilbert && ln -s {person_repo} .hilbert && echo planted")
     after = shell(box, "echo TMPDIR=$TMPDIR")
     assert "planted" in planted and list(person_repo.iterdir()) == [], after
@@ -215,5 +219,8 @@ def test_a_hilbert_link_in_a_workspace_is_never_committed(tmp_path: Path) -> Non
 
 def test_bubblewrap_gives_each_command_its_own_dev_shm(tmp_path: Path) -> None:
     marker = f"hilbert-walls-{os.getpid()}-{tmp_path.name}"
-    out = shell(ToolBox(tmp_path, sandbox=walls("bubblewrap")), f"echo x > /dev/shm/{marker} && echo wrote")
+    out = shell(
+        ToolBox(tmp_path, runner=Runner(walls("bubblewrap"), policy=False)),
+        f"echo x > /dev/shm/{marker} && echo wrote",
+    )
     assert "wrote" in out and not Path("/dev/shm", marker).exists(), out

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hilbert.agent.tools import ScopedTools, ToolBox
+from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.fleet.plan import parse_plan
 from hilbert.models.types import ToolCall
@@ -41,7 +42,7 @@ def test_a_plans_tool_scope_is_enforced_before_any_call_runs(tmp_path: Path) -> 
     scope = task.scope()
     assert scope is not None
     (tmp_path / "a.txt").write_text("hello\n")
-    tools = ScopedTools(ToolBox(tmp_path), scope)
+    tools = ScopedTools(ToolBox(tmp_path, runner=Runner.unsandboxed()), scope)
     assert [spec.name for spec in tools.specs()] == ["read_file", "shell", "finish"]
     assert run(tools, "read_file", path="a.txt") == ("     1\thello", False)
     said, refused = run(tools, "write_file", path="a.txt", content="bye\n")

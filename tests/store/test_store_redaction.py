@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.tools import ToolBox, command_env
+from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner, command_env
 from hilbert.models import make_model
 from hilbert.models.types import Message, ToolCall
 from hilbert.security.redact import Redactor
@@ -90,7 +91,7 @@ def test_an_agent_that_reads_a_secret_leaves_none_in_the_log_nor_in_hilbert_log(
                 agent="Noether",
                 task="find the token",
                 model=make_model(f"anthropic:fake@{server.base_url}", env={}),
-                toolbox=ToolBox(workspace),
+                toolbox=ToolBox(workspace, runner=Runner.unsandboxed()),
                 store=store,
                 policies=[],
             )

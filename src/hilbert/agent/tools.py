@@ -5,88 +5,40 @@
 raises for a bad call: a refused path, a missing file, a non-unique edit or malformed arguments come
 back as an error result the model can read and act on.
 
-Shell commands run with the workspace as working directory, a timeout (the process group is killed),
-API keys, tokens, other secrets and every variable naming an agent socket or a display removed from
-their environment, and — given a `Sandbox` (`hilbert.security.sandbox`) — inside it: only the
-workspace writable, no network, the run's other folders, the person's credentials and the runtime
-sockets hidden (the sandbox's `describe()` names what its kind cannot cover); a `refuse` sandbox
-answers every command with a tool error. Output beyond
+Shell commands go through the `Runner` the toolbox is given (`hilbert.commands.runner`, built once at
+the edge): the command policy reads each first, then it runs in the runner's sandbox with the
+workspace the one writable folder, its environment (no keys, no agent sockets), limits, command slots
+and `timeouts.shell_s` (a model may ask for less); a refusal is the tool error. Output beyond
 `max_output_chars` is cut to its head and tail, and the whole output is saved under
-`.hilbert/outputs/` in the workspace so the agent can read it with read_file (see `shell.py`).
-Without a sandbox (library use, tests) commands are confined by working directory only.
+`.hilbert/outputs/` in the workspace so the agent can read it with read_file
+(`hilbert.commands.process.Output`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import signal
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from hilbert.agent.paths import ToolRefused, confine, relative
-from hilbert.agent.shell import Limits, Output, run_command
+from hilbert.commands.process import Output
+from hilbert.commands.runner import Runner
 from hilbert.models.types import ToolCall, ToolSpec
-from hilbert.security.redact import looks_secret
-from hilbert.security.sandbox import REFUSED, Sandbox
 from hilbert.security.scope import ToolScope
 
 FINISH = "finish"
 SKIP_DIRS = {".git", ".hilbert", "__pycache__", ".venv", "node_modules"}
-# Variables that lead a command to something of the person's that would act for it — an ssh or gpg
-# agent, the session bus, a display, a container daemon, a terminal multiplexer — beside every name
-# ending in SOCK or SOCKET (SWAYSOCK, PODMAN_SOCK, ...). The sandboxes hide those sockets too.
-AGENT_VARIABLES = frozenset(
-    {
-        "SSH_AUTH_SOCK",
-        "SSH_AGENT_PID",
-        "SSH_ASKPASS",
-        "GPG_AGENT_INFO",
-        "DBUS_SESSION_BUS_ADDRESS",
-        "DBUS_SYSTEM_BUS_ADDRESS",
-        "XDG_RUNTIME_DIR",
-        "DISPLAY",
-        "WAYLAND_DISPLAY",
-        "XAUTHORITY",
-        "DOCKER_HOST",
-        "CONTAINER_HOST",
-        "TMUX",
-        "STY",
-        "KRB5CCNAME",
-    }
-)
 
 
 @dataclass(frozen=True)
 class ToolOutcome:
     content: str
     is_error: bool = False
-
-
-def command_env(
-    env: Mapping[str, str] | None = None, *, hilbert_python_first: bool = False
-) -> dict[str, str]:
-    """The environment commands run with: the given (or current) one without API keys, tokens and
-    other secrets, nor the way to the person's agents (`AGENT_VARIABLES`). No bytecode is written:
-    two same-sized edits within one second would otherwise share a stale `.pyc` and a test run could
-    see the old code. `hilbert_python_first` puts the
-    interpreter hilbert runs on first on PATH — for the demo and tests, whose sample projects need
-    its pytest; never for a user's project, whose own `python` must stay the one it finds."""
-    clean = {k: v for k, v in (os.environ if env is None else env).items() if not _withheld(k)}
-    clean["PYTHONDONTWRITEBYTECODE"] = "1"
-    if hilbert_python_first:
-        clean["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), clean.get("PATH", os.defpath)])
-    return clean
-
-
-def _withheld(name: str) -> bool:
-    upper = name.upper()
-    return looks_secret(name) or upper in AGENT_VARIABLES or upper.endswith(("SOCK", "SOCKET"))
 
 
 def _clip(line: str, limit: int = 300) -> str:
@@ -196,28 +148,16 @@ class ToolBox:
         self,
         workspace: Path,
         *,
-        shell_timeout_s: int = 120,
+        runner: Runner,
         max_output_chars: int = 12_000,
         max_results: int = 500,
-        env: Mapping[str, str] | None = None,
-        limits: Limits | None = None,
-        command_slots: asyncio.Semaphore | None = None,
-        sandbox: Sandbox | None = None,
-        shell_policy: Callable[[str, Path], object | None] | None = None,
     ) -> None:
-        """`limits` bound each shell command's CPU time and memory; `command_slots`, shared by a fleet,
-        bounds how many commands (tests, builds) run at once, apart from how many agents think;
-        `sandbox` is where the commands run (None: in the workspace, unconfined); `shell_policy` may
-        refuse a command before it runs (`hilbert.security.policy.check_shell`): its answer, a refusal
-        that reads as one line, is the tool error."""
-        self.sandbox, self.shell_policy = sandbox, shell_policy
+        """`runner` runs the shell tool's commands (its sandbox, policy, environment, limits, slots and
+        shell timeout), with this workspace the one writable folder."""
+        self.runner = runner
         self.root = workspace.resolve()
-        self.limits = limits or Limits()
-        self.command_slots = command_slots
-        self.shell_timeout_s = shell_timeout_s
         self.max_output_chars = max_output_chars
         self.max_results = max_results
-        self.env = command_env(env)
         self._outputs = 0
         self._handlers: dict[str, Callable[..., Any]] = {
             "read_file": self.read_file,
@@ -333,32 +273,24 @@ class ToolBox:
 
     # -- shell --------------------------------------------------------------------------------------
     async def shell(self, command: str, timeout_s: int | None = None) -> ToolOutcome:
-        timeout = (
-            self.shell_timeout_s if not timeout_s or timeout_s <= 0 else min(timeout_s, self.shell_timeout_s)
+        done = await self.runner.run(
+            command,
+            root=self.root,
+            timeout=self.runner.timeouts.shell(timeout_s),
+            output=self._output(),
+            screened=True,
         )
-        if self.sandbox is not None and self.sandbox.kind == "refuse":
-            return ToolOutcome(REFUSED, True)
-        refusal = self.shell_policy(command, self.root) if self.shell_policy else None
-        if refusal is not None:
-            return ToolOutcome(str(refusal), True)
-        sandbox = self.sandbox
-        async with self.command_slots or contextlib.nullcontext():
-            done = await run_command(
-                command,
-                cwd=self.root,
-                env=self.env,
-                timeout_s=timeout,
-                output=self._output(),
-                limits=self.limits,
-                wrap=(lambda argv: sandbox.wrap(argv, self.root, self.root)) if sandbox else None,
-            )
+        if done.refused is not None:
+            return ToolOutcome(done.refused, True)
         text = done.output.render(self.root)
         if done.exit_code is None:
-            return ToolOutcome(f"[timed out after {timeout}s]\n{text}", True)
+            return ToolOutcome(f"[timed out after {done.timeout.describe()}; killed]\n{text}", True)
         if done.exit_code < 0 or done.exit_code - 128 in (signal.SIGXCPU, signal.SIGKILL):
             number = -done.exit_code if done.exit_code < 0 else done.exit_code - 128
             why = " (its CPU-time limit)" if number == signal.SIGXCPU else ""
-            return ToolOutcome(f"[killed by {signal.Signals(number).name}{why}]\n{text}", True)
+            return ToolOutcome(
+                f"[killed by {signal.Signals(number).name}{why}]\n{done.output.render(self.root)}", True
+            )
         return ToolOutcome(f"[exit {done.exit_code}]\n{text}")
 
     # -- output limits ------------------------------------------------------------------------------

@@ -17,14 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from hilbert.agent.tools import FINISH, TOOL_SPECS, ToolBox, ToolOutcome
+from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.proposals import WorkerMessage
 from hilbert.fleet.scheduler import TaskState
 from hilbert.fleet.steering import ESCALATION_SPECS, Steering, SteeringTools
 from hilbert.models.types import ToolCall, ToolSpec
-from hilbert.security.policy import check_shell
-from hilbert.security.sandbox import Sandbox
 
 READ_TOOLS = ("read_file", "list_files", "grep")
 
@@ -39,13 +38,12 @@ class EscalationToolBox:
         workspace: Path,
         fleet: Steering,
         *,
+        runner: Runner,
         max_reopens: int = 2,
-        env: Mapping[str, str] | None = None,
-        sandbox: Sandbox | None = None,
         read: Callable[[], Sequence[WorkerMessage]] = tuple,
         hold_widening: bool = True,
     ) -> None:
-        self._files = ToolBox(workspace, env=env, sandbox=sandbox, shell_policy=check_shell)
+        self._files = ToolBox(workspace, runner=runner)
         self.root = self._files.root
         self.steering = SteeringTools(fleet, max_reopens=max_reopens, read=read, hold_widening=hold_widening)
         self.actions = 0

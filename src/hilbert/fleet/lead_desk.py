@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostPool, SharedCostLimit, TurnLimit
+from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
 from hilbert.fleet.inbox import HARNESS, LEAD, PERSON, Inbox, send, stop_requested
@@ -36,14 +37,13 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.fleet.steering import SteeringTools
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
-from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
+from hilbert.workspaces.integration import Integration
 
 if TYPE_CHECKING:
     from hilbert.fleet.run import FleetConfig
 
-INTEGRATION = "hilbert/integration"
 DECISIONS_POLL_S = 1.0  # how often the run looks for the person's decisions on held proposals
 
 
@@ -58,7 +58,7 @@ class LeadDesk:
     run: str
     root: Path
     git: Git
-    integration: Path
+    integration: Integration
     workspaces: Workspaces
     workers: dict[str, Name]
     feedback: dict[str, str]
@@ -68,9 +68,8 @@ class LeadDesk:
     lead_sessions: int
     lead_inbox: Inbox
     key: MessageKey
-    sandbox: Sandbox | None
+    runner: Runner
     cost: CostPool
-    env: Mapping[str, str] | None
     woken: asyncio.Event
     record: Callable[[str, dict[str, Any]], None]  # the fleet's: append a harness event
     set_state: Callable[..., None]  # the fleet's: change a task's state and record it
@@ -90,7 +89,7 @@ class LeadDesk:
         self.answered.update(escalated)
         self.lead_sessions += 1
         self.record("lead_consulted", {"tasks": escalated, "session": self.lead_sessions})
-        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+        tip = await self.integration.tip()
         checkout = await self.workspaces.provision(f"lead-{self.lead_sessions}", tip)
         running = {task: name.display for task, name in self.workers.items()}
         brief = escalation_brief(self.plan, self.states, escalated, self.feedback, running=running)
@@ -98,9 +97,8 @@ class LeadDesk:
         tools = EscalationToolBox(
             checkout.work_tree,
             self,
+            runner=self.runner,
             max_reopens=self.config.max_reopens,
-            env=self.env,
-            sandbox=self.sandbox,
             read=lambda: inbox.read,
             hold_widening=self.config.approve_worker_proposals,
         )
@@ -118,7 +116,7 @@ class LeadDesk:
             spend.settle(result.cost_usd)
         finally:
             kept = await asyncio.shield(
-                self.workspaces.archive_or_remove(checkout, self.integration, f"refs/heads/{INTEGRATION}")
+                self.workspaces.archive_or_remove(checkout, self.integration.path, self.integration.ref)
             )
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
         return result

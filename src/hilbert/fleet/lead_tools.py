@@ -11,8 +11,10 @@ dependency, a cycle, ...) comes back as a tool error naming what is wrong, so th
 A good one is written as PLAN.md to `plan_path`, which must lie outside the workspace (the lead's
 shell could otherwise change it after the fact, and workers must not see a half-written plan).
 
-The shell is offered so the lead can run the test suite; until the sandbox issue it is confined by
-working directory only, so "read-only" describes the tools offered, not a guarantee.
+The shell is offered so the lead can run the test suite. It goes through the run's `Runner` (sandboxed,
+the command policy first) with the workspace the one writable folder: `hilbert plan` gives the lead a
+disposable checkout of the commit the run will start from, never the person's repository, so what its
+commands write is thrown away with the checkout.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hilbert.agent.tools import FINISH, TOOL_SPECS, ToolBox, ToolOutcome
+from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.fleet.plan import Plan, parse_plan, write_plan
 from hilbert.models.types import ToolCall, ToolSpec
@@ -75,13 +78,10 @@ class PlanningToolBox:
         workspace: Path,
         plan_path: Path,
         *,
-        shell_timeout_s: int = 300,
+        runner: Runner,
         max_output_chars: int = 12_000,
-        env: Mapping[str, str] | None = None,
     ) -> None:
-        self._tools = ToolBox(
-            workspace, shell_timeout_s=shell_timeout_s, max_output_chars=max_output_chars, env=env
-        )
+        self._tools = ToolBox(workspace, runner=runner, max_output_chars=max_output_chars)
         self.root = self._tools.root
         self.plan_path = Path(plan_path).resolve()
         if self.plan_path.is_relative_to(self.root):

@@ -1,32 +1,25 @@
-"""The merge queue's hands: one scratch work tree where candidates are merged onto a base and checked.
+"""The merge queue's hands: builds merges of candidates in the integration repository's merge tree and
+runs the checks there.
 
-`Scratch` is a `git worktree` of the integration repository (the harness's own, never a worker's), kept
-detached. `build(base, candidates)` resets it to `base` (hard reset plus `clean -ffdx`, so nothing a
-previous check wrote survives) and merges each candidate with `merge --no-ff`, in order; a candidate that
-conflicts is recorded with the conflicting hunks (`git diff` of the unmerged paths, markers included),
-the merge is aborted and the next candidate goes on. `run(command)` runs one shell command in the tree
-with a timeout, its own process group (killed whole on timeout) and no inherited `GIT_*` variables.
+`Scratch(tree, runner)`: `build(base, candidates)` resets the tree (`hilbert.workspaces.integration.
+MergeTree`) to `base` and merges each candidate with `merge --no-ff`, in order; a candidate that conflicts
+is recorded with the conflicting hunks, and the next one goes on. `run(command)` runs one shell command
+in the tree through the run's `Runner` (its sandbox, only the tree writable; `timeouts.merge_s`).
 
-What must not live here: deciding what to batch, bisect, accept or reject (that is `merge_queue`), and
-moving the integration branch.
+What must not live here: deciding what to batch, bisect, accept or reject (that is `merge_queue`), git
+(that is `hilbert.workspaces.integration`), and moving the integration branch.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import re
-import signal
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from hilbert.agent.tools import command_env
-from hilbert.security.sandbox import Sandbox
-from hilbert.workspaces.git import Git, GitResult, one_line
+from hilbert.commands import Output, Runner
+from hilbert.workspaces.integration import MergeTree
 
 OUTPUT_CAP = 20_000
+WHOLE_OUTPUT = 8_000_000  # bytes kept at each end: a test run's FAILED lines are read from all of it
 
 
 @dataclass(frozen=True)
@@ -73,110 +66,48 @@ class CommandRun:
 
 
 class Scratch:
-    """A detached worktree of `repo` at `path` in which the queue builds and checks merges. Its commands
-    (the project's tests: workers' code) run in `sandbox` when there is one, only the tree writable."""
+    """The merge tree in which the queue builds and checks merges. Its commands (the project's tests:
+    workers' code) go through `runner`, only the tree writable."""
 
-    def __init__(
-        self,
-        repo: Path,
-        path: Path,
-        git: Git,
-        *,
-        timeout_s: float,
-        env: Mapping[str, str] | None = None,
-        sandbox: Sandbox | None = None,
-    ) -> None:
-        self.repo = Path(repo).absolute()
-        self.path = Path(path).absolute()
-        self.git = git
-        self.timeout_s = timeout_s
-        self.env = {k: v for k, v in command_env(env).items() if not k.startswith("GIT_")}
-        self.sandbox = sandbox
-
-    async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
-        return await self.git.run(*args, cwd=self.path, check=check)
-
-    async def ensure(self, base: str) -> None:
-        """Create the worktree at `base` unless it is already there."""
-        if (self.path / ".git").exists():
-            return
-        await self.git.run("worktree", "prune", cwd=self.repo)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        await self.git.run("worktree", "add", "--detach", self.path, base, cwd=self.repo)
+    def __init__(self, tree: MergeTree, *, runner: Runner) -> None:
+        self.tree = tree
+        self.path = tree.path
+        self.runner = runner
 
     async def remove(self) -> None:
-        """Unregister and delete the worktree (the merge commits stay in the repository's objects)."""
-        if (self.path / ".git").exists():
-            await self.git.run("worktree", "remove", "--force", self.path, cwd=self.repo)
-        await self.git.run("worktree", "prune", cwd=self.repo)
+        await self.tree.remove()
 
     async def reset(self, commit: str) -> None:
-        await self._git("reset", "--quiet", "--hard", commit)
-        await self._git("clean", "-ffdxq")
+        await self.tree.reset(commit)
 
     async def build(self, base: str, candidates: list[Candidate] | tuple[Candidate, ...]) -> Build:
         """Merge `candidates` onto `base` one by one; conflicting ones are left out with their hunks."""
-        await self.ensure(base)
-        await self.reset(base)
+        await self.tree.reset(base)
         merged: list[Candidate] = []
         conflicts: list[Conflict] = []
         for cand in candidates:
-            message = f"merge {cand.task_id} ({cand.ref})"
-            result = await self._git("merge", "--no-ff", "--no-edit", "-m", message, cand.ref, check=False)
-            if result.returncode == 0:
+            done = await self.tree.merge(cand.ref, f"merge {cand.task_id} ({cand.ref})")
+            if done.ok:
                 merged.append(cand)
-                continue
-            conflicts.append(await self._conflict(cand, result.stdout + result.stderr))
-            await self._git("merge", "--abort", check=False)
-            await self.reset("HEAD")
-        head = (await self._git("rev-parse", "HEAD")).stdout.strip()
-        return Build(base=base, commit=head, merged=tuple(merged), conflicts=tuple(conflicts))
-
-    async def _conflict(self, cand: Candidate, message: str) -> Conflict:
-        names = await self._git("diff", "--name-only", "--diff-filter=U", check=False)
-        files = tuple(line for line in names.stdout.splitlines() if line)
-        if not files:  # not a content conflict (e.g. an unknown ref): git's own words are the message
-            return Conflict(cand, (), f"git could not merge {cand.ref}: {one_line(message)}")
-        diff = await self._git("diff", "--", *files, check=False)
-        return Conflict(cand, files, _cap(diff.stdout))
+            else:
+                conflicts.append(Conflict(cand, done.files, done.hunks))
+        return Build(
+            base=base, commit=await self.tree.head(), merged=tuple(merged), conflicts=tuple(conflicts)
+        )
 
     async def run(self, command: str) -> CommandRun:
-        """Run `bash -c command` in the scratch tree, killing its whole process group on timeout."""
-        argv = ["bash", "-c", command]
-        try:
-            argv = self.sandbox.wrap(argv, self.path, self.path) if self.sandbox else argv
-        except PermissionError as refused:
-            return CommandRun(command=command, returncode=126, output=str(refused), timed_out=False)
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=self.path,
-            env=self.env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+        """Run `bash -c command` in the scratch tree (`timeouts.merge_s`)."""
+        done = await self.runner.run(
+            command,
+            root=self.path,
+            timeout=self.runner.timeouts.merge,
+            output=Output(WHOLE_OUTPUT, lambda: None),
         )
-        timed_out = False
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), self.timeout_s)
-        except TimeoutError:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = await proc.communicate()
-        except BaseException:  # cancelled: kill the whole group and reap it before going
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(proc.wait())
-            raise
-        text = out.decode("utf-8", "replace")
-        if timed_out:
-            text += f"\n[hilbert: killed after {self.timeout_s:g}s]"
-        code = proc.returncode if proc.returncode is not None else -1
+        text = done.text(self.path)
         failures = frozenset(_FAILURE_LINE.findall(text))  # from the whole output, before it is capped
+        code = done.exit_code if done.exit_code is not None else -1
         return CommandRun(
-            command=command, returncode=code, output=_cap(text), timed_out=timed_out, failures=failures
+            command=command, returncode=code, output=_cap(text), timed_out=done.timed_out, failures=failures
         )
 
 

@@ -33,14 +33,14 @@ Every step is reported through `record(kind, data)`; the kinds are the constants
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from hilbert.commands import Runner
 from hilbert.fleet.merge_checks import Build, Candidate, CommandRun, Scratch
-from hilbert.security.sandbox import Sandbox
-from hilbert.workspaces.git import Git, one_line
+from hilbert.workspaces.integration import Integration
 
 __all__ = ["Candidate", "MergeQueue", "Outcome"]
 
@@ -91,37 +91,26 @@ class _Attempt:
 
 
 class MergeQueue:
-    """Lands accepted candidates on `branch` of `integration_repo`, batched, checked and bisected."""
+    """Lands accepted candidates on the branch of `integration`, batched, checked and bisected; builds and
+    checks in a merge tree at `scratch`."""
 
     def __init__(
         self,
-        integration_repo: Path,
-        branch: str,
+        integration: Integration,
         scratch: Path,
         *,
         test_command: str,
-        git: Git,
         record: Callable[[str, dict], None],
+        runner: Runner,
         max_batch: int = 8,
-        command_timeout_s: float = 1800.0,
-        env: Mapping[str, str] | None = None,
-        sandbox: Sandbox | None = None,
     ) -> None:
-        self.repo = Path(integration_repo).absolute()
-        self.branch = branch
+        self.integration = integration
         self.test_command = test_command
-        self.git = git
         self.record = record
         self.max_batch = max(1, max_batch)
-        self._scratch = Scratch(
-            self.repo, scratch, git, timeout_s=command_timeout_s, env=env, sandbox=sandbox
-        )
+        self._scratch = Scratch(integration.merge_tree(scratch), runner=runner)
         self._queue: deque[Candidate] = deque()
         self._baselines: dict[str, frozenset[str] | None] = {}  # tip sha -> tests failing there (None: green)
-
-    @property
-    def ref(self) -> str:
-        return f"refs/heads/{self.branch}"
 
     @property
     def pending(self) -> tuple[Candidate, ...]:
@@ -139,7 +128,7 @@ class MergeQueue:
         batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
         if not batch:
             return []
-        tip = (await self.git.run("rev-parse", "--verify", self.ref, cwd=self.repo)).stdout.strip()
+        tip = await self.integration.tip()
         self.record(MERGE_BATCH_STARTED, {"tasks": _ids(batch), "base": tip})
         attempt = _Attempt(tip=tip)
         pending = batch
@@ -290,12 +279,9 @@ class MergeQueue:
 
     async def _advance(self, attempt: _Attempt, build: Build) -> bool:
         """Fast-forward the branch to the checked build unless someone moved it; False if refused."""
-        moved = await self.git.run(
-            "update-ref", "-m", "hilbert merge queue", self.ref, build.commit, attempt.tip,
-            cwd=self.repo, check=False,
-        )  # fmt: skip
-        if moved.returncode != 0:
-            attempt.moved = f"fast-forward of {self.ref} to {build.commit} refused: {one_line(moved.stderr)}"
+        refused = await self.integration.land(build.commit, attempt.tip)
+        if refused is not None:
+            attempt.moved = refused
             return False
         attempt.tip = build.commit
         for cand in build.merged:

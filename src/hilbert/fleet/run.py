@@ -29,13 +29,13 @@ from typing import Any
 
 from hilbert.agent import prompts
 from hilbert.agent.policies import COST_CAP, AgentResult, CostPool
-from hilbert.agent.shell import Limits
+from hilbert.commands import Runner
 from hilbert.context.repomap import repository_map
 from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
 from hilbert.context.tokens import tokenizer_for
 from hilbert.errors import UserError
 from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
-from hilbert.fleet.lead_desk import INTEGRATION, LeadDesk
+from hilbert.fleet.lead_desk import LeadDesk
 from hilbert.fleet.liveness import LivenessConfig, Watch, watch
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate
@@ -46,10 +46,10 @@ from hilbert.fleet.worker_desk import WorkerDesk
 from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
-from hilbert.security.sandbox import Sandbox
 from hilbert.skills import Skill
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
+from hilbert.workspaces.integration import Integration
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,11 @@ class FleetConfig:
     merge_batch: int = 8
     test_command: str = "python -m pytest -q"
     max_cost_usd: float = 50.0  # the whole run's cap; workers halt (work kept) once it is spent
-    command_slots: int = max(1, os.cpu_count() or 1)  # shell commands (tests, builds) at once, fleet-wide
-    command_cpu_s: int | None = 600  # per command
-    # Off by default: RLIMIT_AS caps address space, which breaks runtimes that reserve much more than they
-    # use (node, the JVM, Go); the sandbox (issue 5) brings a real memory limit (cgroups).
-    command_memory_mb: int | None = None
     lead_turns: int = 30  # per session of the lead answering escalations
     max_reopens: int = 2  # times the lead may reopen (reassign or split) one task
     lead_sessions: int = 20  # the most sessions of the lead per run; later escalations stay escalated
     escalations_per_session: int = 20  # the rest wait for the next session
     liveness: LivenessConfig = field(default_factory=LivenessConfig)  # nudge, stuck, restart the dead
-    shell_policy: bool = True  # the harness's rules for shell commands; off only to measure what they stop
     approve_worker_proposals: bool = True  # a lead that read a worker's message may not widen work alone
     context: str = DEFAULT_CONTEXT  # how each worker's context is compacted (hilbert.context.strategies)
     # the repository map in every worker's system prompt (hilbert.context.repomap), in tokens; 0: none
@@ -98,27 +92,26 @@ async def run_fleet(
     run: str,
     model: Model,
     store: EventStore,
+    runner: Runner,
     config: FleetConfig = FleetConfig(),
-    env: Mapping[str, str] | None = None,
     lead_model: Model | None = None,
     judge_model: Model | None = None,
     panel: Panel | None = None,
     heldout_root: Path | None = None,
-    sandbox: Sandbox | None = None,
     skills: Sequence[Skill] = (),
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do. Without `lead_model`
     escalated tasks stay escalated; with it, the lead answers them with tools. `judge_model` gives the
     stop gate its model verdict and `panel` reviews what it passed; a task's `heldout` folder is read
-    relative to `heldout_root` (the plan's folder). With a `sandbox`, every command of a worker, of the
-    lead and of the stop gate runs in it, with the run's folder hidden (other workspaces, git dirs, the
-    message key) and the rest of the machine, the person's repository included, read-only. `skills`
+    relative to `heldout_root` (the plan's folder). Every command of a worker, of the lead, of the stop
+    gate and of the merge checks goes through `runner`, with the run's folder hidden (other workspaces,
+    git dirs, the message key) and the rest of the machine, the person's repository included,
+    read-only. `skills`
     are given to every worker with its task (until the skills loader, a later issue, indexes them)."""
     _allow_open_files(16 * config.workers + 256)
     heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
-    fleet = _Fleet(plan, root, run, model, store, config, env, lead_model)
+    fleet = _Fleet(plan, root, run, model, store, config, runner, lead_model)
     fleet.judge_model, fleet.panel, fleet.heldout, fleet.skills = judge_model, panel, heldout, tuple(skills)
-    fleet.sandbox = sandbox.hiding(fleet.root) if sandbox else None  # the repository stays, read-only
     return await fleet.go(Path(repo).absolute())
 
 
@@ -162,7 +155,7 @@ class _Fleet(LeadDesk, WorkerDesk):
         model: Model,
         store: EventStore,
         config: FleetConfig,
-        env: Mapping[str, str] | None,
+        runner: Runner,
         lead_model: Model | None = None,
     ) -> None:
         self.plan, self.root, self.run, self.model, self.store = (
@@ -172,7 +165,8 @@ class _Fleet(LeadDesk, WorkerDesk):
             model,
             store,
         )
-        self.config, self.env, self.lead_model = config, env, lead_model
+        self.config, self.lead_model = config, lead_model
+        self.runner = runner.hiding(self.root)  # the run's folder hidden; the repository stays, read-only
         self.answered: set[str] = set()  # escalations the lead was shown (or that are not the lead's)
         self.stopped: set[str] = set()  # tasks the person or the cost cap stopped: not the lead's to reopen
         self.notes: dict[str, list[str]] = {}  # the lead's notes for a task's later workers
@@ -185,13 +179,10 @@ class _Fleet(LeadDesk, WorkerDesk):
         self.tasks = {task.id: task for task in plan.tasks}
         self.names_used: list[str] = []
         self.git = Git(home=self.root / "home")
-        self.integration = self.root / "integration.git"
-        self.command_slots = asyncio.Semaphore(config.command_slots)
+        self.integration = Integration(self.root / "integration.git", self.git)  # made by `go`
         self.cost = CostPool(config.max_cost_usd)
         self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
-        self.limits = Limits(cpu_s=config.command_cpu_s, memory_mb=config.command_memory_mb)
         self.judge_model: Model | None = None
-        self.sandbox: Sandbox | None = None
         self.watches: dict[str, Watch] = {}  # running task -> what liveness knows of its worker
         self.agent_runs: dict[str, asyncio.Task[AgentResult]] = {}  # running task -> its agent loop
         self.restart_wanted: set[str] = set()  # tasks whose hung worker liveness cancelled
@@ -219,30 +210,25 @@ class _Fleet(LeadDesk, WorkerDesk):
 
     async def go(self, repo: Path) -> FleetResult:
         (self.root / "home").mkdir(parents=True, exist_ok=True)
-        await self.git.run("clone", "--bare", "--quiet", "--no-tags", repo, self.integration)
-        await self.git.run("-C", self.integration, "branch", INTEGRATION, "HEAD")
+        self.integration = await Integration.create(repo, self.integration.path, self.git)
         if self.config.repository_map_tokens:  # once per run, at its base: one prefix for every worker
-            base = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
             self.system_prompt = prompts.system_prompt(
                 await repository_map(
-                    self.integration,
-                    base,
+                    self.integration.path,
+                    await self.integration.tip(),
                     tokenizer=tokenizer_for(self.model.name),
                     git=self.git,
                     budget=self.config.repository_map_tokens,
                 )
             )
-        self.workspaces = Workspaces(self.root, self.integration)
+        self.workspaces = Workspaces(self.root, self.integration.path)
         self.queue = MergeQueue(
             self.integration,
-            INTEGRATION,
             self.root / "merge-scratch",
-            git=self.git,
             test_command=self.config.test_command,
             record=self.record,
+            runner=self.runner,
             max_batch=self.config.merge_batch,
-            env=self.env,
-            sandbox=self.sandbox,
         )
         self.record(
             "fleet_started",
@@ -250,10 +236,8 @@ class _Fleet(LeadDesk, WorkerDesk):
                 "tasks": [t.id for t in self.plan.tasks],
                 "workers": self.config.workers,
                 "model": self.model.name,
-                "integration": str(self.integration),
-                "sandbox": self.sandbox.describe()
-                if self.sandbox
-                else "none (commands confined by folder only)",
+                "integration": str(self.integration.path),
+                "sandbox": self.runner.describe(),
                 "pid": os.getpid(),  # so a view can tell a run whose process died (its agents are dead)
                 "host": socket.gethostname(),
             },
@@ -320,7 +304,7 @@ class _Fleet(LeadDesk, WorkerDesk):
                 pending.cancel()
             await asyncio.gather(*running, *others, return_exceptions=True)
             await self.queue.close()
-        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+        tip = await self.integration.tip()
         stuck = blocked(self.plan, self.states)
         if self.panel is not None:  # how often each pair of reviewers' models agreed, over the run
             reviewed = [
@@ -332,7 +316,7 @@ class _Fleet(LeadDesk, WorkerDesk):
             "fleet_finished",
             {"states": {k: v.status for k, v in self.states.items()}, "tip": tip, "stuck": stuck},
         )
-        return FleetResult(dict(self.states), self.integration, tip, stuck)
+        return FleetResult(dict(self.states), self.integration.path, tip, stuck)
 
     def attempted(self, task_id: str, finished: asyncio.Task[tuple[AgentResult, str | None]]) -> None:
         if finished.exception() is not None:  # a harness step failed (git, the disk): the task is retried

@@ -21,17 +21,16 @@ count as a round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import shlex
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hilbert.agent.policies import Action, CostPool, Halt, LoopState, Policy, Resume, Stop
-from hilbert.agent.shell import Limits
+from hilbert.commands import Runner
 from hilbert.fleet.originals import copy_in, original
 from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
@@ -39,7 +38,6 @@ from hilbert.judge.gate import GateResult, Step, run_gate
 from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
 from hilbert.models.types import Message, Model
 from hilbert.security.envelope import defang
-from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
 
@@ -91,24 +89,19 @@ class StopGate(Policy):
         *,
         git: Git,
         scratch: Path,
-        env: Mapping[str, str],
+        runner: Runner,
         judge: Model | None = None,
         heldout: Path | None = None,
         panel: Panel | None = None,
         cost: CostPool | None = None,
-        sandbox: Sandbox | None = None,
         max_rounds: int = 3,
-        timeout_s: float = 600.0,
-        limits: Limits | None = None,
-        command_slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
-        self.git, self.scratch, self.env, self.judge, self.heldout = git, scratch, env, judge, heldout
-        self.max_rounds, self.timeout_s, self.limits, self.panel = max_rounds, timeout_s, limits, panel
+        self.git, self.scratch, self.judge, self.heldout = git, scratch, judge, heldout
+        self.max_rounds, self.panel = max_rounds, panel
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
-        self.sandbox = sandbox  # the gate runs the worker's code (its tests): in the same sandbox
+        self.runner = runner  # the gate runs the worker's code (its tests): the workers' runner
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
-        self.command_slots = command_slots
         self.rounds = 0
         self.passed_commit: str | None = None
         self.last: GateResult | None = None
@@ -176,26 +169,26 @@ class StopGate(Policy):
                 },
             )
 
+        def running(step: str, elapsed_s: float) -> None:  # a long verify shows it is still running
+            self.record("gate_running", {**self.where(commit), "step": step, "elapsed_s": round(elapsed_s)})
+
         try:
-            async with self.command_slots or contextlib.nullcontext():  # test runs, like the workers'
-                return await run_gate(
-                    self.checkout.git_dir,
-                    self.checkout.base,
-                    commit,
-                    verify=self.task.verify,
-                    scratch=scratch,
-                    git=self.git,
-                    env=self.env,
-                    heldout=self.heldout,
-                    allow=Allowances(self.task.allow_test_edits),
-                    timeout_s=self.timeout_s,
-                    limits=self.limits,
-                    judge=self.judge,
-                    task=_task_text(self.task),
-                    claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
-                    on_step=recorded,
-                    sandbox=self.sandbox,
-                )
+            return await run_gate(
+                self.checkout.git_dir,
+                self.checkout.base,
+                commit,
+                verify=self.task.verify,
+                scratch=scratch,
+                git=self.git,
+                runner=self.runner,
+                heldout=self.heldout,
+                allow=Allowances(self.task.allow_test_edits),
+                judge=self.judge,
+                task=_task_text(self.task),
+                claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
+                on_step=recorded,
+                on_wait=running,
+            )
         finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True))
 

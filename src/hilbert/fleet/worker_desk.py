@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
 from hilbert.agent.reminders import Reminders, acceptance_items
-from hilbert.agent.shell import Limits
-from hilbert.agent.tools import ScopedTools, ToolBox, Tools, command_env
+from hilbert.agent.tools import ScopedTools, ToolBox, Tools
+from hilbert.commands import Runner
 from hilbert.context.policy import compaction_for
 from hilbert.errors import RunError
 from hilbert.fleet.inbox import Inbox
-from hilbert.fleet.lead_desk import INTEGRATION
 from hilbert.fleet.liveness import Watch, minutes
 from hilbert.fleet.messages import MessageTools
 from hilbert.fleet.names import Name
@@ -30,11 +29,10 @@ from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.stop_gate import Panel, StopGate
 from hilbert.models.types import Model
 from hilbert.security.envelope import ENVELOPE_RULES, MessageKey, defang
-from hilbert.security.policy import check_shell
-from hilbert.security.sandbox import Sandbox
 from hilbert.skills import Skill
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
+from hilbert.workspaces.integration import Integration
 
 if TYPE_CHECKING:
     from hilbert.fleet.run import FleetConfig
@@ -54,20 +52,17 @@ class WorkerDesk:
     model: Model
     store: EventStore
     config: FleetConfig
-    env: Mapping[str, str] | None
     git: Git
-    integration: Path
+    integration: Integration
     workspaces: Workspaces
     workers: dict[str, Name]
     feedback: dict[str, str]
     notes: dict[str, list[str]]
     cost: CostPool
-    limits: Limits
-    command_slots: asyncio.Semaphore
     key: MessageKey
     judge_model: Model | None
     panel: Panel | None
-    sandbox: Sandbox | None
+    runner: Runner  # every command of the run's workers and of its stop gates
     heldout: dict[str, Path]
     skills: tuple[Skill, ...]
     system_prompt: str  # the same for every worker of the run (the repository map in it)
@@ -81,7 +76,7 @@ class WorkerDesk:
         """One worker's attempt at a task; its verified commit, already fetched for the merge queue.
         The workspace is closed (removed when its work is safe in the integration repo, else archived)
         however the attempt ends, cancellation included."""
-        tip = (await self.git.run("-C", self.integration, "rev-parse", INTEGRATION)).stdout.strip()
+        tip = await self.integration.tip()
         checkout = await self.workspaces.provision(name.id, tip)
         self.note_fallback()
         self.record(
@@ -95,15 +90,12 @@ class WorkerDesk:
             self.record,
             git=self.git,
             scratch=self.root / "gate",
-            env=command_env(self.env),
+            runner=self.runner,
             judge=self.judge_model,
             heldout=self.heldout.get(task.id),
             panel=self.panel,
             cost=self.cost,
-            sandbox=self.sandbox,
             max_rounds=self.config.gate_rounds,
-            limits=self.limits,
-            command_slots=self.command_slots,
         )
         claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
         prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
@@ -122,14 +114,7 @@ class WorkerDesk:
             prompt += f"\n\nThe lead's note: {defang(note)}"
         inbox = Inbox(self.store, self.run, name.display, key=self.key)  # one for all runs of the attempt
         tools: Tools = MessageTools(
-            ToolBox(
-                checkout.work_tree,
-                env=self.env,
-                limits=self.limits,
-                command_slots=self.command_slots,
-                sandbox=self.sandbox,
-                shell_policy=check_shell if self.config.shell_policy else None,
-            ),
+            ToolBox(checkout.work_tree, runner=self.runner),
             store=self.store,
             run=self.run,
             sender=name.display,
@@ -145,11 +130,11 @@ class WorkerDesk:
             result = await self.run_worker(task, name, prompt, tools, gate, checkout, inbox)
             if gate.passed_commit and result.status in ("finished", "no_finish"):
                 ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
-                await self.workspaces.fetch_into(checkout, self.integration, ref)
+                await self.workspaces.fetch_into(checkout, self.integration.path, ref)
         finally:  # work that reached the integration repo as a candidate is kept there; the rest archived
             kept = await asyncio.shield(
                 self.workspaces.archive_or_remove(
-                    checkout, self.integration, ref or f"refs/heads/{INTEGRATION}"
+                    checkout, self.integration.path, ref or self.integration.ref
                 )
             )
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})

@@ -24,16 +24,15 @@ import asyncio
 import shlex
 import shutil
 import tarfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hilbert.agent.shell import Limits, Output, run_command
+from hilbert.commands import Output, Runner
 from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
 from hilbert.judge.integrity import integrity_findings
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
 from hilbert.models.types import Model
-from hilbert.security.sandbox import Sandbox
 from hilbert.workspaces.git import Git
 
 NO_MODEL = "skipped: no judge model was named, so the verdict rests on the checks alone"
@@ -111,28 +110,28 @@ async def run_gate(
     verify: str,
     scratch: Path,
     git: Git,
-    env: Mapping[str, str],
+    runner: Runner,
     heldout: Path | None = None,
     allow: Allowances | None = None,
-    timeout_s: float = 600.0,
-    limits: Limits | None = None,
     judge: Model | None = None,
     task: str = "",
     claim: str = "",
     on_step: Callable[[Step], None] = lambda step: None,
-    sandbox: Sandbox | None = None,
+    on_wait: Callable[[str, float], None] | None = None,
 ) -> GateResult:
     """The gate for `head` against `base` in the git repository `repo`: the evidence steps, then the
-    judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Model errors
-    propagate: an outage is not a verdict."""
-    runner = _Runner(Path(repo), Path(scratch), git, env, timeout_s, limits, sandbox)
+    judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Every command
+    goes through `runner` (the worker's code runs there too: its tests, its conftest), each within
+    `timeouts.verify_s`; `on_wait(step, elapsed_s)` hears that a long one is still running. Model
+    errors propagate: an outage is not a verdict."""
+    steps_runner = _Steps(Path(repo), Path(scratch), git, runner, on_wait)
     steps: list[Step] = []
 
     def done(step: Step) -> None:
         steps.append(step)
         on_step(step)
 
-    done(await runner.verify(head, verify))
+    done(await steps_runner.verify(head, verify))
     change = await change_between(Path(repo), base, head, git)
     findings = integrity_findings(change, verify=verify, allow=allow or Allowances())
     done(
@@ -149,9 +148,9 @@ async def run_gate(
         f for f in touched if is_test_path(f.old_path or f.path) and not allowed.allows(f.old_path or f.path)
     ]
     if restored:
-        done(await runner.restored(base, head, verify, restored))
+        done(await steps_runner.restored(base, head, verify, restored))
     if heldout is not None:
-        done(await runner.heldout(head, heldout))
+        done(await steps_runner.heldout(head, heldout))
     opinion = None
     if judge is not None:
         opinion = await ask_judge(judge, JudgeBrief(task or f"Make `{verify}` pass.", claim, steps, change))
@@ -160,19 +159,16 @@ async def run_gate(
     return decide(tuple(steps), opinion)
 
 
-class _Runner:
+class _Steps:
     def __init__(
         self,
         repo: Path,
         scratch: Path,
         git: Git,
-        env: Mapping[str, str],
-        timeout_s: float,
-        limits: Limits | None,
-        sandbox: Sandbox | None = None,
+        runner: Runner,
+        on_wait: Callable[[str, float], None] | None,
     ) -> None:
-        self.repo, self.scratch, self.git, self.env = repo, scratch, git, env
-        self.timeout_s, self.limits, self.sandbox = timeout_s, limits, sandbox
+        self.repo, self.scratch, self.git, self.runner, self.on_wait = repo, scratch, git, runner, on_wait
         self.exports = 0
 
     async def verify(self, head: str, command: str) -> Step:
@@ -226,20 +222,15 @@ class _Runner:
         return tree
 
     async def run(self, name: str, command: str, tree: Path) -> Step:
-        output = Output(3000, lambda: None)
-        sandbox = self.sandbox  # the worker's code runs here too (its tests, its conftest): same sandbox
-        done = await run_command(
+        on_wait = self.on_wait
+        done = await self.runner.run(
             command,
-            cwd=tree,
-            env=self.env,
-            timeout_s=self.timeout_s,
-            output=output,
-            limits=self.limits,
-            wrap=(lambda argv: sandbox.wrap(argv, tree, tree)) if sandbox else None,
+            root=tree,
+            timeout=self.runner.timeouts.verify,
+            output=Output(3000, lambda: None),
+            on_wait=(lambda elapsed: on_wait(name, elapsed)) if on_wait else None,
         )
-        text = done.output.render(tree)
-        how = "timed out" if done.exit_code is None else f"exit {done.exit_code}"
-        return Step(name, done.exit_code == 0, f"`{command}` → {how}", output=text)
+        return Step(name, done.ok, f"`{command}` → {done.status()}", output=done.text(tree))
 
 
 def _extract(archive: Path, dest: Path) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.judge.change import Allowances
 from hilbert.judge.gate import GateResult, Step, run_gate
@@ -170,7 +171,7 @@ async def stop_hook(
     rounds_file: Path,
     scratch: Path,
     git: Git,
-    env: Mapping[str, str],
+    runner: Runner,
     judge: Model | None = None,
     on_step: Callable[[Step], None] = lambda step: None,
 ) -> HookAnswer:
@@ -193,7 +194,7 @@ async def stop_hook(
         verify=spec.verify,
         scratch=scratch / "gate",
         git=git,
-        env=env,
+        runner=runner,
         heldout=spec.heldout,
         allow=spec.allow,
         judge=judge,

@@ -61,6 +61,14 @@ class _Cli(click.Group):
             sys.exit(130)
 
 
+_UNSANDBOXED = click.option(
+    "--unsandboxed",
+    is_flag=True,
+    default=None,
+    help="Accept running agents' commands without a sandbox when this machine has none (bubblewrap).",
+)
+
+
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="hilbert")
 def cli() -> None:
@@ -95,14 +103,19 @@ def cli() -> None:
     metavar="SPEC",
     help="Context compaction: none, mask:M,P, forget:K,B, summary:B or hybrid:M,P,B (default: hilbert's).",
 )
+@_UNSANDBOXED
 def agent(task: str, workspace: Path, name: str, context: str | None, **options: Any) -> None:
     """Run one agent on TASK in a workspace, printing what it does."""
+    from hilbert.ui.edge import command_runner
     from hilbert.ui.run_agent import run_one_agent
 
     settings = Settings.load(options)
+    runner = command_runner(settings)  # fails closed before the model is asked anything
     run = f"run-{uuid.uuid4().hex[:8]}"
     result = asyncio.run(
-        run_one_agent(settings, task=task, workspace=workspace, name=name, run=run, context=context)
+        run_one_agent(
+            settings, task=task, workspace=workspace, name=name, run=run, context=context, runner=runner
+        )
     )
     if result.status == "error":  # the model failed for good: say what to do, in one line
         raise RunError(result.reason)
@@ -138,7 +151,7 @@ def demo(
     if single:
         from hilbert.ui.demo import run_demo
 
-        ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol))
+        ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol, unsandboxed=unsandboxed))
     else:
         from hilbert.ui.fleet_demo import run_fleet_demo
 
@@ -204,13 +217,20 @@ _DB = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Where to write the plan (default ./PLAN.md, or REPO-PLAN.md beside the repo when run inside it).",
 )
+@click.option("--force", is_flag=True, help="Replace the plan at --out if there is one already.")
+@_UNSANDBOXED
 @_DB
-def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
-    """The lead explores the repository and writes PLAN.md: tasks, each with a verify command."""
+def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -> None:
+    """The lead explores a disposable checkout of the repository's HEAD (your repository is only read)
+    and writes PLAN.md: tasks, each with a verify command."""
+    from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import default_plan_path, plan_command
 
     settings = Settings.load(options)
-    asyncio.run(plan_command(settings, goal, repo, out or default_plan_path(repo)))
+    runner = command_runner(settings)
+    asyncio.run(
+        plan_command(settings, goal, repo, out or default_plan_path(repo), runner=runner, force=force)
+    )
 
 
 @cli.command()
@@ -231,12 +251,7 @@ def plan(goal: str, repo: Path, out: Path | None, **options: Any) -> None:
     metavar="SPEC",
     help="How workers' contexts are compacted: none, mask:M,P, forget:K,B, summary:B or hybrid:M,P,B.",
 )
-@click.option(
-    "--unsandboxed",
-    is_flag=True,
-    default=None,
-    help="Accept running workers' commands without a sandbox when this machine has none (bubblewrap).",
-)
+@_UNSANDBOXED
 @click.option(
     "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
 )
@@ -260,6 +275,7 @@ def run(
 ) -> None:
     """Carry out a plan (--plan PLAN.md, or GOAL: the lead plans it first) with named workers;
     verified work lands on hilbert/integration."""
+    from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import default_plan_path, plan_command, run_command
 
     if (goal is None) == (plan_file is None):
@@ -270,6 +286,7 @@ def run(
     if yes and goal is None:
         raise UserError("--yes goes with a GOAL (plan, then run without asking)", hint="drop --yes")
     settings = Settings.load(options)
+    runner = command_runner(settings)  # fails closed before the lead spends anything
     if goal is not None:
         plan_file = default_plan_path(repo)
         if not yes and not sys.stdin.isatty():  # refuse before the lead spends anything
@@ -277,14 +294,16 @@ def run(
                 "nobody is at the terminal to confirm the plan before it runs",
                 hint=f'pass --yes to run it at once, or `hilbert plan "{goal}"` and review it first',
             )
-        asyncio.run(plan_command(settings, goal, repo, plan_file, next_step=False))
+        asyncio.run(plan_command(settings, goal, repo, plan_file, runner=runner, next_step=False))
         if not yes and not click.confirm("Run this plan now?"):
             raise UserError(
                 f"the plan is in {plan_file}, not run",
                 hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
             )
     assert plan_file is not None
-    result = asyncio.run(run_command(settings, plan_file, repo, workers=workers, max_cost_usd=run_cost))
+    result = asyncio.run(
+        run_command(settings, plan_file, repo, runner=runner, workers=workers, max_cost_usd=run_cost)
+    )
     sys.exit(0 if result.all_done else 1)
 
 

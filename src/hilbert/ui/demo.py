@@ -16,13 +16,14 @@ from pathlib import Path
 
 import click
 
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.errors import UserError
 from hilbert.models import PriceTable, make_model
 from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
+from hilbert.ui.edge import command_runner
 from hilbert.ui.run_agent import run_one_agent
 
 MARKER = ".hilbert-demo"
@@ -34,7 +35,7 @@ TASK = (
 )
 
 
-async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
+async def run_demo(directory: Path, *, seed: int | None, protocol: str, unsandboxed: bool = False) -> bool:
     seed = random.randrange(100_000) if seed is None else seed
     project_dir = fresh_demo_dir(directory) / "project"
     project = generate_sample_project(project_dir, seed, bugs=1)
@@ -50,7 +51,13 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
     with FakeServer("engineer", seed=seed, record=directory / "requests.jsonl") as server:
         base = server.openai_base_url if protocol.startswith("openai") else server.base_url
         model_name = f"{protocol}:fake-engineer@{base}"
-        settings = Settings(home=directory, db=directory / "hilbert.db", model=model_name, max_turns=40)
+        settings = Settings(
+            home=directory,
+            db=directory / "hilbert.db",
+            model=model_name,
+            max_turns=40,
+            unsandboxed=unsandboxed,
+        )
         prices = PriceTable.default().with_overrides({"fake-engineer": SONNET_LIKE_PRICE})
         model = make_model(model_name, prices=prices, env={})
         result = await run_one_agent(
@@ -60,7 +67,7 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
             name="Poincaré",
             run=f"demo-{uuid.uuid4().hex[:8]}",
             model=model,
-            env=command_env(hilbert_python_first=True),
+            runner=command_runner(settings, command_env(hilbert_python_first=True)),
         )
 
     after = run_tests(project_dir, project.test_command)

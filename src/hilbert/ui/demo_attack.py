@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
+from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import FleetConfig, run_fleet
 from hilbert.models import make_model
-from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 
 ATTACKER, TARGET = "Poincaré", "Noether"
 
 
-async def run_attack_scene(
-    directory: Path, db: Path, *, sandbox: Sandbox, env: Mapping[str, str], echo: Callable[[str], None]
-) -> bool:
+async def run_attack_scene(directory: Path, db: Path, *, runner: Runner, echo: Callable[[str], None]) -> bool:
     repo = directory / "attack-project"
     repo.mkdir(parents=True)
     (repo / "README.md").write_text("A project two workers share.\n")
@@ -47,9 +45,8 @@ async def run_attack_scene(
             run=run,
             model=model,
             store=store,
-            env=env,
+            runner=runner,
             config=FleetConfig(workers=2, max_attempts=1, test_command="true"),
-            sandbox=sandbox,
         )
         sent = [e.data for e in store.events(run=run, kinds=["agent_message"])]
         delivered = [

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner
 from hilbert.context.policy import CONTEXT_COMPACTED, compaction_for
 from hilbert.models import make_model
-from hilbert.security.sandbox import Sandbox
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 
@@ -34,7 +34,7 @@ TASK = (
 
 
 async def run_context_scene(
-    directory: Path, db: Path, *, sandbox: Sandbox, env: Mapping[str, str], echo: Callable[[str], None]
+    directory: Path, db: Path, *, runner: Runner, echo: Callable[[str], None]
 ) -> bool:
     workspace = directory / "long-task"
     workspace.mkdir(parents=True)
@@ -46,7 +46,7 @@ async def run_context_scene(
             agent=AGENT,
             task=TASK,
             model=model,
-            toolbox=ToolBox(workspace, env=env, sandbox=sandbox),
+            toolbox=ToolBox(workspace, runner=runner),
             store=store,
             policies=[TurnLimit(3 * PARTS), compaction_for(STRATEGY, model=model, store=store)],
         )

@@ -7,16 +7,18 @@ it is committed (`EventPrinter`), and `status` is a fold over the log.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
+from hilbert.commands import Runner
 from hilbert.context.render import TokenCache
 from hilbert.context.repomap import MIN_BUDGET as MIN_MAP_TOKENS
 from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
@@ -28,18 +30,20 @@ from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.proposals import pending_lines
-from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import HARNESS, FleetConfig, FleetResult, run_fleet
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.families import family_of
 from hilbert.models.types import Message, Model
 from hilbert.security.envelope import MessageKey
-from hilbert.security.sandbox import INSTALL_HINT, Sandbox, detect
 from hilbert.settings import Settings
 from hilbert.store import EventStore, agent_summary
 from hilbert.ui.log_view import format_event
 from hilbert.ui.run_agent import printing
+from hilbert.workspaces import Git
+from hilbert.workspaces.disposable import disposable_checkout
+from hilbert.workspaces.integration import INTEGRATION
 
 LEAD_TASK = """Goal: {goal}
 
@@ -91,15 +95,6 @@ def gate_models(settings: Settings) -> tuple[Model | None, Panel | None]:
     return judge, Panel(tuple(reviewers), policy)
 
 
-def required_sandbox(settings: Settings) -> Sandbox:
-    """The sandbox workers' commands will run in; a `UserError` when there is none and the person has
-    not accepted running without one (hilbert fails closed)."""
-    sandbox = detect(accept_unsandboxed=settings.unsandboxed)
-    if sandbox.kind == "refuse":
-        raise UserError(f"no sandbox for workers' shell commands: {sandbox.why}", hint=INSTALL_HINT)
-    return sandbox
-
-
 def default_plan_path(repo: Path) -> Path:
     """PLAN.md in the current folder, or beside the repository when the current folder is inside it
     (the lead's plan is written outside the repository it explores)."""
@@ -115,29 +110,47 @@ async def plan_command(
     repo: Path,
     out: Path,
     *,
-    env: Mapping[str, str] | None = None,
+    runner: Runner,
     echo: Callable[[str], None] = click.echo,
     model: Model | None = None,
     next_step: bool = True,
+    force: bool = False,
 ) -> Plan:
-    """Run the lead on `goal` in `repo` (on `model`, else the settings' lead model) until it has written
-    a valid plan to `out`."""
+    """Run the lead on `goal` (on `model`, else the settings' lead model) until it has written a valid
+    plan to `out`. The lead explores a disposable checkout of the commit the run will start from (the
+    repository's HEAD), its commands going through `runner` with that checkout the one writable
+    folder: the person's repository is only read. An existing plan at `out` is kept unless `force`."""
     _require_repo(repo)
+    if out.exists() and not force:
+        raise UserError(
+            f"{out} exists already: the lead would replace that plan",
+            hint="pass --force to replace it, or --out to write the new plan elsewhere",
+        )
     model = model or model_from(settings, lead=True)
-    tools = PlanningToolBox(repo, out, env=env)
     run = f"plan-{uuid.uuid4().hex[:8]}"
-    with EventStore.open(settings.db_path) as store:
-        echo(f"run {run}: the lead plans on {model.name} in {repo} (log: {settings.db_path})")
-        async with printing(store, run, echo):
-            result = await run_agent(
-                run=run,
-                agent="lead",
-                task=LEAD_TASK.format(goal=goal),
-                model=model,
-                toolbox=tools,
-                store=store,
-                policies=[TurnLimit(settings.max_turns)],
-            )
+    folder = settings.home / "plans" / run
+    git = Git(home=folder / "home")
+    (folder / "home").mkdir(parents=True, exist_ok=True)
+    try:
+        async with disposable_checkout(repo, folder / "checkout", git) as checkout:
+            tools = PlanningToolBox(checkout.path, out, runner=runner)
+            with EventStore.open(settings.db_path) as store:
+                echo(
+                    f"run {run}: the lead plans on {model.name} in a checkout of {repo} at "
+                    f"{checkout.commit[:12]} (log: {settings.db_path})"
+                )
+                async with printing(store, run, echo):
+                    result = await run_agent(
+                        run=run,
+                        agent="lead",
+                        task=LEAD_TASK.format(goal=goal),
+                        model=model,
+                        toolbox=tools,
+                        store=store,
+                        policies=[TurnLimit(settings.max_turns)],
+                    )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     if tools.plan is None:
         raise UserError(
             f"the lead stopped ({result.status}) without writing a plan", hint=result.reason or None
@@ -156,9 +169,9 @@ async def run_command(
     plan_file: Path,
     repo: Path,
     *,
+    runner: Runner,
     workers: int,
     max_cost_usd: float = 50.0,
-    env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
 ) -> FleetResult:
     """Carry out the plan in `plan_file` on `repo` with a fleet of workers, printing progress."""
@@ -175,7 +188,6 @@ async def run_command(
             f"repository_map_tokens = {settings.repository_map_tokens} is too small for a repository map",
             hint=f"give it at least {MIN_MAP_TOKENS} tokens, or 0 to leave the map out",
         )
-    sandbox = required_sandbox(settings)
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
     with EventStore.open(settings.db_path) as store:
@@ -183,7 +195,7 @@ async def run_command(
             f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name}, "
             f"the lead on {lead_model.name} (log: {settings.db_path})"
         )
-        echo(f"workers' commands: {sandbox.describe()}")
+        echo(f"workers' commands: {runner.describe()}")
         echo(
             f"stop gate: verify, integrity, held-out tests; judge model: "
             f"{judge_model.name if judge_model else 'none (the checks decide)'}; review panel: "
@@ -200,9 +212,8 @@ async def run_command(
                 judge_model=judge_model,
                 panel=panel,
                 heldout_root=plan_file.parent,
-                sandbox=sandbox.hiding(settings.home),
+                runner=runner,
                 store=store,
-                env=env,
                 config=FleetConfig(
                     workers=workers,
                     max_turns=settings.max_turns,

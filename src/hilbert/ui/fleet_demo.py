@@ -26,9 +26,9 @@ from pathlib import Path
 
 import click
 
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
 from hilbert.fleet.plan import parse_plan
-from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import HARNESS, FleetConfig, FleetResult, run_fleet
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import make_reviewers
 from hilbert.models import PriceTable, make_model
@@ -42,8 +42,10 @@ from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.demo import SONNET_LIKE_PRICE, fresh_demo_dir, last_line, run_tests
 from hilbert.ui.demo_attack import run_attack_scene
 from hilbert.ui.demo_context import run_context_scene
-from hilbert.ui.fleet_commands import plan_command, required_sandbox
+from hilbert.ui.edge import command_runner
+from hilbert.ui.fleet_commands import plan_command
 from hilbert.ui.run_agent import printing
+from hilbert.workspaces.integration import INTEGRATION
 
 GOAL = "Make the test suite pass without changing the tests."
 MODULES, BUGS, PAIRED = 10, 22, 1  # 22 bugs + 1 pair of adjacent ones = 24
@@ -98,13 +100,14 @@ async def run_fleet_demo(
     directory: Path, *, seed: int | None, workers: int = WORKERS, unsandboxed: bool = False
 ) -> bool:
     started = time.monotonic()
-    sandbox = required_sandbox(Settings(unsandboxed=unsandboxed))  # fails closed before anything runs
     seed = random.randrange(100_000) if seed is None else seed
     directory = fresh_demo_dir(directory)
+    settings = Settings(home=directory, db=directory / "hilbert.db", max_turns=60, unsandboxed=unsandboxed)
+    # the sample project's tests need hilbert's pytest; fails closed (no sandbox) before anything runs
+    runner = command_runner(settings, command_env(hilbert_python_first=True))
     repo = directory / "project"
     project = generate_sample_project(repo, seed, bugs=BUGS, modules=MODULES, paired=PAIRED)
     _commit(repo)
-    env = command_env(hilbert_python_first=True)
     redact = Redactor.from_env().redact  # for what is printed straight from models' and tests' output
     click.secho(
         f"hilbert demo — a lead and {workers} workers; sample project seed {seed} in {repo}", bold=True
@@ -136,16 +139,15 @@ async def run_fleet_demo(
         worker_model = make_model(
             f"openai:fake-engineer@{worker_server.openai_base_url}", prices=prices, env={}
         )
-        settings = Settings(home=directory, db=directory / "hilbert.db", max_turns=60)
         click.secho("The lead plans", bold=True)
         plan_file = directory / "PLAN.md"
-        await plan_command(settings, GOAL, repo, plan_file, env=env, echo=_quiet, model=lead_model)
+        await plan_command(settings, GOAL, repo, plan_file, runner=runner, echo=_quiet, model=lead_model)
         plan = parse_plan(plan_file.read_text(), source=str(plan_file))
         click.echo(f"  {plan_file}: {len(plan.tasks)} tasks, each with its verify command, e.g.")
         for task in plan.tasks[:3]:
             click.echo(redact(f"    {task.id} — {task.title}: `{task.verify}`"))
         click.secho(f"\nThe fleet works ({workers} at once)", bold=True)
-        click.echo(f"  workers' commands: {sandbox.describe()}")
+        click.echo(f"  workers' commands: {runner.describe()}")
         run = f"demo-fleet-{seed}"
         with EventStore.open(settings.db_path) as store:
             async with printing(store, run, _indented, kinds=PROGRESS):
@@ -159,9 +161,8 @@ async def run_fleet_demo(
                     judge_model=judge_model,
                     panel=panel,
                     store=store,
-                    env=env,
+                    runner=runner,
                     config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
-                    sandbox=sandbox,
                 )
             tally = count(store, run, result)
             planned = [r for r in store.runs() if r.startswith("plan-")][-1]  # the lead's planning run
@@ -170,11 +171,11 @@ async def run_fleet_demo(
     _summary(tally, result, suite, time.monotonic() - started, settings.db_path, planning_usd, redact)
     click.secho("\nA worker tries to talk another into deleting the run's integration repository", bold=True)
     scene_db = directory / "attack-scene.db"  # its own log: `hilbert status` keeps showing the fleet above
-    held = await run_attack_scene(directory, scene_db, sandbox=sandbox, env=env, echo=_indented)
+    held = await run_attack_scene(directory, scene_db, runner=runner, echo=_indented)
     _indented(f"its event log: {scene_db} (`hilbert log --db {scene_db}`)")
     click.secho("\nAn agent whose task outgrows its context keeps working, its task state intact", bold=True)
     long_db = directory / "context-scene.db"
-    kept = await run_context_scene(directory, long_db, sandbox=sandbox, env=env, echo=_indented)
+    kept = await run_context_scene(directory, long_db, runner=runner, echo=_indented)
     _indented(f"its event log: {long_db} (`hilbert log --db {long_db}`)")
     return suite.returncode == 0 and result.all_done and held and kept
 

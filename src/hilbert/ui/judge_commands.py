@@ -11,13 +11,14 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.models.types import Model
 from hilbert.security.redact import Redactor
@@ -32,29 +33,29 @@ EXIT = {"done": 0, "not_done": 1, "impossible": 1}
 @dataclass(frozen=True)
 class _Judging:
     """What one run of the gate from the command line needs: the judge model (None: skipped), a
-    scratch folder (removed afterwards) with a private git home, the commands' environment (no
-    secrets) and the redactor for what is printed from the commands' and the model's output."""
+    scratch folder (removed afterwards) with a private git home, the command runner (the sandbox, the
+    environment without secrets) and the redactor for what is printed from the commands' and the
+    model's output."""
 
     judge: Model | None
     scratch: Path
     git: Git
-    env: Mapping[str, str]
+    runner: Runner
     redactor: Redactor
 
 
 @contextlib.contextmanager
 def _judging(settings: Settings, prefix: str) -> Iterator[_Judging]:
-    from hilbert.agent.tools import command_env
+    from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import model_named
     from hilbert.workspaces.git import Git
 
     judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
+    runner = command_runner(settings, os.environ)  # the candidate's code runs sandboxed, or says why not
     with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
         home = Path(scratch) / "home"
         home.mkdir()
-        yield _Judging(
-            judge_model, Path(scratch), Git(home=home), command_env(os.environ), Redactor.from_env()
-        )
+        yield _Judging(judge_model, Path(scratch), Git(home=home), runner, Redactor.from_env())
 
 
 @click.command()
@@ -84,6 +85,12 @@ def _judging(settings: Settings, prefix: str) -> Iterator[_Judging]:
     help="The judge model (default: judge_model in the settings; none: skipped).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict and every step as JSON.")
+@click.option(
+    "--unsandboxed",
+    is_flag=True,
+    default=None,
+    help="Accept running the commits' code without a sandbox when this machine has none.",
+)
 def judge(
     repo: Path,
     base: str,
@@ -94,10 +101,11 @@ def judge(
     task_text: str,
     judge_model: str | None,
     as_json: bool,
+    unsandboxed: bool | None,
 ) -> None:
     """Run the stop gate on two commits: verify, integrity, held-out tests, the judge model.
     Exit 0 done, 1 not done, 2 error."""
-    settings = Settings.load({"judge_model": judge_model})
+    settings = Settings.load({"judge_model": judge_model, "unsandboxed": unsandboxed})
     verdict = asyncio.run(_judge(settings, repo, base, head, verify, heldout, allow, task_text, as_json))
     sys.exit(EXIT[verdict])
 
@@ -133,7 +141,7 @@ async def _judge(
             verify=verify,
             scratch=setup.scratch / "gate",
             git=setup.git,
-            env=setup.env,
+            runner=setup.runner,
             heldout=heldout,
             allow=Allowances(allow),
             judge=setup.judge,
@@ -200,7 +208,7 @@ async def _hook_stop(settings: Settings, spec: Any, payload: Any, gate_file: Pat
             rounds_file=gate_file.with_name(gate_file.name + ".rounds.json"),
             scratch=setup.scratch,
             git=setup.git,
-            env=setup.env,
+            runner=setup.runner,
             judge=setup.judge,
         )
     click.echo(setup.redactor.redact(f"hilbert hook stop: {answer.note}"), err=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import click
@@ -17,6 +17,7 @@ import click
 from hilbert.agent.loop import AgentResult, run_agent
 from hilbert.agent.policies import CostLimit, TurnLimit
 from hilbert.agent.tools import ToolBox
+from hilbert.commands import Runner
 from hilbert.context.policy import compaction_for
 from hilbert.context.strategies import DEFAULT
 from hilbert.errors import UserError
@@ -34,14 +35,14 @@ async def run_one_agent(
     workspace: Path,
     name: str,
     run: str,
+    runner: Runner,
     model: Model | None = None,
-    env: Mapping[str, str] | None = None,
     echo: Callable[[str], None] = click.echo,
     context: str | None = None,
 ) -> AgentResult:
     """Run one agent in `workspace`, printing each event as it lands in the log, then a summary.
-    The model is built from the settings unless one is given; `env` is the commands' environment
-    (default: this process's, without secrets); `context` the compaction spec (default: hilbert's,
+    The model is built from the settings unless one is given; `runner` runs the agent's commands (built
+    at the edge: its sandbox, policy and environment); `context` the compaction spec (default: hilbert's,
     `hilbert.context.strategies.DEFAULT`)."""
     if model is None:
         if not settings.model:
@@ -59,7 +60,7 @@ async def run_one_agent(
             max_attempts=settings.model_max_attempts,
         )
     workspace.mkdir(parents=True, exist_ok=True)
-    toolbox = ToolBox(workspace, shell_timeout_s=settings.shell_timeout_s, env=env)
+    toolbox = ToolBox(workspace, runner=runner)
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:
         compaction = compaction_for(context or settings.context or DEFAULT, model=model, store=store)

@@ -1,6 +1,7 @@
 """The one place hilbert starts a `git` process.
 
-`Git.run(...)` runs git as an argument list (never a shell string) with an environment that nothing a
+`Git.run(...)` runs git (through `hilbert.commands.process.run_process`, so a cancelled call kills
+git's whole process group) as an argument list (never a shell string) with an environment that nothing a
 worker or the person's machine wrote can steer:
 
 - every inherited `GIT_*` variable is dropped (a harness started from inside a git hook would otherwise
@@ -18,13 +19,12 @@ Nothing here knows about workspaces; that lives in `hilbert.workspaces.workspace
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hilbert.commands.process import run_process
 from hilbert.errors import RunError
 
 HARNESS_CONFIG = (
@@ -87,27 +87,23 @@ class Git:
         for item in HARNESS_CONFIG:
             argv += ["-c", item]
         argv += [os.fspath(a) for a in args]
+        out, err_out = bytearray(), bytearray()
         async with self.processes:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
+                code = await run_process(
+                    argv,
                     cwd=cwd,
                     env=_with(self.environment(), extra_env or {}),
-                    stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    start_new_session=True,  # its own group: cancelled, it is killed with its children
+                    timeout_s=None,
+                    stdout=out.extend,
+                    stderr=err_out.extend,
+                    stdin=stdin,
                 )
             except FileNotFoundError as err:
                 raise RunError("git is not installed", hint="install git (2.30 or newer) and retry") from err
-            try:
-                out, err_out = await proc.communicate(stdin)
-            except BaseException:  # cancelled: never leave a git process running unwatched
-                await _reap(proc)
-                raise
         result = GitResult(
             args=tuple(argv[1 + 2 * len(HARNESS_CONFIG) :]),
-            returncode=proc.returncode if proc.returncode is not None else -1,
+            returncode=code if code is not None else -1,
             stdout=out.decode("utf-8", "replace"),
             stderr=err_out.decode("utf-8", "replace"),
         )
@@ -122,15 +118,6 @@ class Git:
 def one_line(text: str) -> str:
     """Squash git's multi-line stderr into one line."""
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or "(no message)"
-
-
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    """Kill `proc`'s process group and wait for it (its pipes and transport closed), even while being
-    cancelled: a child of git (a hook, an alias) would otherwise hold the pipes open."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.shield(proc.wait())
 
 
 def _with(env: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

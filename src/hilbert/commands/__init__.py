@@ -1,0 +1,7 @@
+"""Running commands: `run_process`, the one place a process starts (`process`), and `Runner`, the one
+command runner every agent's and check's shell command goes through (`runner`)."""
+
+from hilbert.commands.process import Limits, Output, run_process
+from hilbert.commands.runner import Ran, Runner, Timeout, Timeouts, command_env
+
+__all__ = ["Limits", "Output", "Ran", "Runner", "Timeout", "Timeouts", "command_env", "run_process"]

@@ -1,0 +1,212 @@
+"""The one place hilbert starts a process, and the bounded output of a command.
+
+`run_process(argv, ...)` starts `argv` in its own process group, feeds it `stdin`, reads its output
+through pipes of our own as it comes, and however it ends — exit, timeout, cancellation — kills the
+whole group and reaps it, so neither a hung command nor a background child outlives the call (a child
+that starts its own session escapes the group; the sandbox is what holds it). Output read before a
+timeout is kept. Every spawner of hilbert goes through it: the command runner
+(`hilbert.commands.runner`: workers' and the lead's shell, the stop gate, the merge checks) and the
+harness's git (`hilbert.workspaces.git`).
+
+`Output` keeps memory bounded whatever a command prints: the first and last `keep` bytes stay in
+memory, and once the output is longer than both, all of it (up to `max_saved` bytes) is written to a
+file the agent can read. `Limits` are the per-command resource limits set in the child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+DRAIN_S = 1.0  # how long to keep reading after the command exited (background children may hold the pipe)
+
+
+class Output:
+    """Collects bytes with bounded memory; `render()` gives what the model sees."""
+
+    def __init__(self, keep: int, spill: Callable[[], Path | None], max_saved: int = 20_000_000) -> None:
+        self.keep, self.spill, self.max_saved = keep, spill, max_saved
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.saved: Path | None = None
+        self.saved_bytes = 0
+        self._file: IO[bytes] | None = None
+
+    def add(self, chunk: bytes) -> None:
+        before = self.total
+        self.total += len(chunk)
+        room = max(0, self.keep - len(self.head))
+        self.head += chunk[:room]
+        rest = chunk[room:]
+        limit = 2 * self.keep
+        if before <= limit < self.total:  # from now on the output is cut: save all of it
+            self.saved = self.spill()
+            self._file = self.saved.open("wb") if self.saved else None
+            self._write(bytes(self.head) + bytes(self.tail) + rest)  # the tail is still whole here
+        elif self.total > limit:
+            self._write(chunk)
+        if rest:
+            self.tail = (self.tail + rest)[-self.keep :]
+
+    def _write(self, data: bytes) -> None:
+        if self._file and self.saved_bytes < self.max_saved:
+            piece = data[: self.max_saved - self.saved_bytes]
+            self._file.write(piece)
+            self.saved_bytes += len(piece)
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+            self._file = None
+
+    def render(self, root: Path) -> str:
+        self.close()
+        head = self.head.decode(errors="replace")
+        if self.total <= 2 * self.keep:
+            return head + self.tail.decode(errors="replace")
+        more = self.total - len(self.head) - len(self.tail)
+        if self.saved is None:
+            where = "not saved: .hilbert/ is not a folder inside the workspace"
+        else:
+            rel = self.saved.relative_to(root.resolve()).as_posix()
+            cut = f" (cut at {self.max_saved:,} bytes)" if self.saved_bytes >= self.max_saved else ""
+            where = f"the whole output is in {rel}{cut}"
+        return f"{head}\n[... {more:,} more bytes; {where}]\n{self.tail.decode(errors='replace')}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-command resource limits (None: no limit), applied with setrlimit in the child: CPU seconds
+    (the kernel kills it past that) and address space in MiB (allocations past it fail)."""
+
+    cpu_s: int | None = None
+    memory_mb: int | None = None
+
+    def apply(self) -> None:  # runs in the child between fork and exec
+        if self.cpu_s is not None:
+            resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_s, self.cpu_s + 1))
+        if self.memory_mb is not None:
+            size = self.memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+
+Sink = Callable[[bytes], None]
+Waiting = tuple[float, Callable[[float], None]]  # (every_s, call(elapsed_s))
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str],
+    timeout_s: float | None,
+    stdout: Sink,
+    stderr: Sink | None = None,
+    stdin: bytes | None = None,
+    limits: Limits | None = None,
+    drain_s: float = DRAIN_S,
+    waiting: Waiting | None = None,
+) -> int | None:
+    """Run `argv`; its output goes to `stdout` as it comes (`stderr` too, unless a sink of its own is
+    given). Returns the exit status (negative: killed by that signal), or None when it ran past
+    `timeout_s`. `waiting = (every_s, call)` calls `call(elapsed_s)` every `every_s` seconds while it
+    runs. Raises FileNotFoundError when the program is missing."""
+    pipes = [os.pipe() for _ in range(1 if stderr is None else 2)]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=pipes[0][1],
+            stderr=pipes[-1][1],
+            start_new_session=True,
+            preexec_fn=limits.apply if limits and limits != Limits() else None,
+        )
+    except BaseException:
+        for read_fd, _ in pipes:
+            os.close(read_fd)
+        raise
+    finally:
+        for _, write_fd in pipes:
+            os.close(write_fd)
+    # The output goes through pipes of our own rather than asyncio's: asyncio's `wait()` would also
+    # wait for its pipes to close, which a background child (even one in a new session) can hold open
+    # forever. With our own pipes, waiting is for the command alone and we close the pipes ourselves.
+    loop = asyncio.get_running_loop()
+    files = [os.fdopen(read_fd, "rb", buffering=0) for read_fd, _ in pipes]
+    transports: list[asyncio.BaseTransport] = []
+    pumps: list[asyncio.Task[None]] = []
+    try:  # from here on, however this ends (cancelled included), the group is killed and reaped
+        sinks = [stdout] if stderr is None else [stdout, stderr]
+        for file, sink in zip(files, sinks, strict=True):
+            reader = asyncio.StreamReader()
+            transports.append(await _connect(loop, reader, file))
+            pumps.append(asyncio.create_task(_pump(reader, sink)))
+        if stdin is not None and proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            proc.stdin.close()
+        try:
+            exit_code: int | None = await asyncio.wait_for(_wait(proc, waiting), timeout_s)
+            await asyncio.wait(pumps, timeout=drain_s)  # its last words, unless a child holds the pipe
+        except TimeoutError:
+            exit_code = None
+    finally:
+        _kill_group(proc.pid)
+        if proc.returncode is None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+        if pumps:
+            await asyncio.wait(pumps, timeout=0.1)
+            for pump in pumps:
+                pump.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+        for opened in transports:
+            opened.close()
+        for file in files[len(transports) :]:
+            file.close()
+    return exit_code
+
+
+async def _connect(
+    loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, file: IO[bytes]
+) -> asyncio.BaseTransport:
+    pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), file)
+    return pipe
+
+
+async def _pump(reader: asyncio.StreamReader, sink: Sink) -> None:
+    while chunk := await reader.read(65536):
+        sink(chunk)
+
+
+async def _wait(
+    proc: asyncio.subprocess.Process, waiting: tuple[float, Callable[[float], None]] | None
+) -> int:
+    if waiting is None:
+        return await proc.wait()
+    every, call = waiting
+    start = time.monotonic()
+    done = asyncio.ensure_future(proc.wait())
+    try:
+        while not (await asyncio.wait({done}, timeout=every))[0]:
+            call(time.monotonic() - start)
+        return done.result()
+    finally:
+        done.cancel()
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group may be gone already
+        os.killpg(pgid, signal.SIGKILL)

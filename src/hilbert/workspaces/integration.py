@@ -1,0 +1,128 @@
+"""The run's integration repository: every git call the harness makes on it lives here.
+
+`Integration.create(source, path, git)` makes it: a bare clone of the person's repository (which is
+only read) under the run's folder, with the branch `hilbert/integration` at the source's HEAD. The
+branch only ever moves through `land(new, old)` — `update-ref` with the old value, so a concurrent move
+is refused rather than overwritten — to commits whose checks passed (the merge queue decides which).
+`tip()` is where the branch is. (`hilbert.context.repomap` reads any repository's objects, this one's
+included, through the same `Git`; it writes nothing.)
+
+`MergeTree` is the merge queue's scratch work tree of it (a detached `git worktree`, the harness's own,
+never a worker's): `reset(commit)` (hard reset and `clean -ffdx`, so nothing a previous check wrote
+survives), `merge(ref, message)` with `--no-ff` (a conflict comes back with the conflicting hunks, the
+merge aborted), `head()`, `remove()`.
+
+What must not live here: deciding what to merge or land (`hilbert.fleet.merge_queue`), running the
+project's commands in the tree (`hilbert.commands.Runner`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hilbert.workspaces.git import Git, GitResult, one_line
+
+INTEGRATION = "hilbert/integration"
+HUNKS_CAP = 20_000  # characters of conflicting hunks kept for the worker
+
+
+@dataclass(frozen=True)
+class Merged:
+    """One `merge --no-ff`: `ok`, or the files in conflict with their `hunks` (or git's own words)."""
+
+    ok: bool
+    files: tuple[str, ...] = ()
+    hunks: str = ""
+
+
+@dataclass(frozen=True)
+class Integration:
+    """The bare integration repository at `path`, its `branch` moved only by `land`."""
+
+    path: Path
+    git: Git
+    branch: str = INTEGRATION
+
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    @classmethod
+    async def create(cls, source: Path, path: Path, git: Git) -> Integration:
+        """A bare clone of `source` at `path`, the branch at its HEAD."""
+        await git.run("clone", "--bare", "--quiet", "--no-tags", Path(source).absolute(), path)
+        await git.run("-C", path, "branch", INTEGRATION, "HEAD")
+        return cls(Path(path).absolute(), git)
+
+    async def tip(self) -> str:
+        """The commit the branch is at."""
+        return (await self.git.run("rev-parse", "--verify", self.ref, cwd=self.path)).stdout.strip()
+
+    async def land(self, new: str, old: str) -> str | None:
+        """Move the branch from `old` to `new`; None when it moved, else why git refused (it moved)."""
+        moved = await self.git.run(
+            "update-ref", "-m", "hilbert merge queue", self.ref, new, old, cwd=self.path, check=False
+        )
+        if moved.returncode == 0:
+            return None
+        return f"fast-forward of {self.ref} to {new} refused: {one_line(moved.stderr)}"
+
+    def merge_tree(self, path: Path) -> MergeTree:
+        return MergeTree(self, Path(path).absolute())
+
+
+@dataclass(frozen=True)
+class MergeTree:
+    """A detached worktree of `integration` at `path`, where merges are built and checked."""
+
+    integration: Integration
+    path: Path
+
+    async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
+        return await self.integration.git.run(*args, cwd=self.path, check=check)
+
+    async def _repo(self, *args: str | Path) -> GitResult:
+        return await self.integration.git.run(*args, cwd=self.integration.path)
+
+    async def reset(self, commit: str) -> None:
+        """The tree at `commit`, created if missing, with nothing else in it."""
+        if not (self.path / ".git").exists():
+            await self._repo("worktree", "prune")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            await self._repo("worktree", "add", "--detach", self.path, commit)
+        await self._git("reset", "--quiet", "--hard", commit)
+        await self._git("clean", "-ffdxq")
+
+    async def merge(self, ref: str, message: str) -> Merged:
+        """`merge --no-ff ref`; a conflict is aborted and comes back with its hunks."""
+        result = await self._git("merge", "--no-ff", "--no-edit", "-m", message, ref, check=False)
+        if result.returncode == 0:
+            return Merged(True)
+        names = await self._git("diff", "--name-only", "--diff-filter=U", check=False)
+        files = tuple(line for line in names.stdout.splitlines() if line)
+        if files:
+            hunks = _cap((await self._git("diff", "--", *files, check=False)).stdout)
+        else:  # not a content conflict (e.g. an unknown ref): git's own words are the message
+            hunks = f"git could not merge {ref}: {one_line(result.stdout + result.stderr)}"
+        await self._git("merge", "--abort", check=False)
+        await self.reset("HEAD")
+        return Merged(False, files, hunks)
+
+    async def head(self) -> str:
+        return (await self._git("rev-parse", "HEAD")).stdout.strip()
+
+    async def remove(self) -> None:
+        """Unregister and delete the worktree (the merge commits stay in the repository's objects)."""
+        if (self.path / ".git").exists():
+            await self._repo("worktree", "remove", "--force", self.path)
+        await self._repo("worktree", "prune")
+
+
+def _cap(text: str) -> str:
+    if len(text) <= HUNKS_CAP:
+        return text
+    return f"[... {len(text) - HUNKS_CAP} characters cut ...]\n" + text[-HUNKS_CAP:]
+
+
+__all__ = ["INTEGRATION", "Integration", "MergeTree", "Merged"]
