@@ -5,6 +5,9 @@
 raises for a bad call: a refused path, a missing file, a non-unique edit or malformed arguments come
 back as an error result the model can read and act on.
 
+The file tools behave as a model trained on other agents' tools expects: `list_files` and `grep` take
+globs by ripgrep's rules (`*.py` matches at any depth; see `hilbert.agent.globs`).
+
 Shell commands run with the workspace as working directory, a timeout (the process group is killed),
 API keys, tokens, other secrets and every variable naming an agent socket or a display removed from
 their environment, and — given a `Sandbox` (`hilbert.security.sandbox`) — inside it: only the
@@ -24,11 +27,12 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hilbert.agent.globs import glob_matcher, walk
 from hilbert.agent.paths import ToolRefused, confine, relative
 from hilbert.agent.shell import Limits, Output, run_command
 from hilbert.models.types import ToolCall, ToolSpec
@@ -37,7 +41,6 @@ from hilbert.security.sandbox import REFUSED, Sandbox
 from hilbert.security.scope import ToolScope
 
 FINISH = "finish"
-SKIP_DIRS = {".git", ".hilbert", "__pycache__", ".venv", "node_modules"}
 # Variables that lead a command to something of the person's that would act for it — an ssh or gpg
 # agent, the session bus, a display, a container daemon, a terminal multiplexer — beside every name
 # ending in SOCK or SOCKET (SWAYSOCK, PODMAN_SOCK, ...). The sandboxes hide those sockets too.
@@ -93,6 +96,15 @@ def _clip(line: str, limit: int = 300) -> str:
     return line if len(line) <= limit else f"{line[:limit]}… [{len(line) - limit} more chars]"
 
 
+def _lines(text: str) -> list[str]:
+    """`text`'s lines as read_file numbers them: split at newlines only (`str.splitlines` also splits
+    at form feeds and other separators, and grep's line numbers would then disagree with read_file's)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def read_finish(call: ToolCall) -> tuple[str, str] | ToolOutcome:
     """The claim and evidence of a `finish` call, or the tool error to answer a malformed one with."""
     args = call.arguments
@@ -110,6 +122,10 @@ def _spec(name: str, description: str, required: list[str], **props: Any) -> Too
 
 
 _STR = {"type": "string"}
+GLOB_RULES = (
+    "Globs work as in ripgrep: `*.py` matches at any depth; a glob with `/` is anchored at the "
+    "workspace root (`src/**/*.py`); `**` spans folders; `{py,pyi}` either."
+)
 _INT = {"type": "integer"}
 
 TOOL_SPECS: tuple[ToolSpec, ...] = (
@@ -136,10 +152,16 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         old=_STR,
         new=_STR,
     ),
-    _spec("list_files", "List files matching a glob pattern (default **/*).", [], pattern=_STR),
+    _spec(
+        "list_files",
+        f"List the files matching a glob (default: all). {GLOB_RULES}",
+        [],
+        pattern=_STR,
+    ),
     _spec(
         "grep",
-        "Search files for a Python regular expression; prints path:line:text.",
+        "Search files for a Python regular expression; prints path:line:text. `path`: a file or folder "
+        f"to search (default: all). `glob` picks the files: {GLOB_RULES}",
         ["pattern"],
         pattern=_STR,
         path=_STR,
@@ -291,45 +313,52 @@ class ToolBox:
         return f"edited {relative(self.root, target)}"
 
     def list_files(self, pattern: str = "**/*") -> str:
-        found = sorted(relative(self.root, p) for p in self._glob(self.root, pattern, "list_files"))
+        found = sorted(relative(self.root, p) for p in self._matching(self.root, pattern, "list_files"))
         return self._limit(found, "files") or "(no files match)"
 
     def grep(self, pattern: str, path: str = ".", glob: str = "**/*") -> str:
         regex = re.compile(pattern)
         base = confine(self.root, path)
-        files = [base] if base.is_file() else sorted(self._glob(base, glob, "grep"))
+        files = [base] if base.is_file() else self._matching(base, glob, "grep")
         hits: list[str] = []
         for file in files:
             try:
-                text = file.read_text()
+                text = file.read_text(encoding="utf-8")
             except (UnicodeDecodeError, OSError):
                 continue
             rel = relative(self.root, file)
             hits.extend(
-                f"{rel}:{n}:{_clip(line)}"
-                for n, line in enumerate(text.splitlines(), 1)
-                if regex.search(line)
+                f"{rel}:{n}:{_clip(line)}" for n, line in enumerate(_lines(text), 1) if regex.search(line)
             )
             if len(hits) > self.max_results:
                 break
         return self._limit(hits, "matches") or "(no matches)"
 
-    def _glob(self, base: Path, pattern: str, tool: str) -> Iterator[Path]:
-        """Files matching `pattern` under `base` that really lie inside the workspace (a symlink to
-        something outside is skipped), outside hilbert's and git's own folders."""
-        if not pattern or Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+    def _matching(self, base: Path, pattern: str, tool: str) -> list[Path]:
+        """The files under `base`, sorted, that `pattern` (ripgrep's rules, see `glob_matcher`) matches
+        by their path relative to `base` or to the workspace root. Only files really inside the
+        workspace: symlinked folders are not entered, a symlinked file counts only when it leads to a
+        file inside; `SKIP_DIRS` (hilbert's and git's own folders, caches) are pruned on the way."""
+        pattern = pattern.strip()
+        while pattern.startswith("./"):
+            pattern = pattern[2:]
+        if not pattern or Path(pattern).is_absolute() or ".." in pattern.split("/"):
             raise ToolRefused(f"{tool}: the pattern must be relative to the workspace, without '..'")
-        for candidate in base.glob(pattern):
-            try:
-                real = candidate.resolve()
-            except (OSError, RuntimeError):
-                continue
-            if (
-                real.is_relative_to(self.root)
-                and real.is_file()
-                and not SKIP_DIRS & set(candidate.relative_to(self.root).parts)
-            ):
-                yield candidate
+        matches = glob_matcher(pattern)
+        found = (
+            file
+            for file in walk(base)
+            if matches(file.relative_to(base).as_posix()) or matches(file.relative_to(self.root).as_posix())
+        )
+        return sorted(file for file in found if not file.is_symlink() or self._inside(file))
+
+    def _inside(self, link: Path) -> bool:
+        """Whether a symlink leads to a file inside the workspace (a loop or a dangling link does not)."""
+        try:
+            real = link.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return real.is_relative_to(self.root) and real.is_file()
 
     # -- shell --------------------------------------------------------------------------------------
     async def shell(self, command: str, timeout_s: int | None = None) -> ToolOutcome:
