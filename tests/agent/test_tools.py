@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from pathlib import Path
 
@@ -333,6 +334,53 @@ def test_globs_follow_ripgreps_rules(glob: str, path: str, matches: bool) -> Non
     from hilbert.agent.globs import glob_matcher
 
     assert glob_matcher(glob)(path) is matches
+
+
+def test_a_long_file_is_read_in_whole_line_pages_without_gaps_or_overlaps(src_layout: ToolBox) -> None:
+    text = [f"value_{n} = {'x' * (n % 70)}" for n in range(1, 1041)]
+    (src_layout.root / "src/pkg/long.py").write_text("\n".join(text) + "\n")
+    first = run(src_layout, "read_file", path="src/pkg/long.py").content.splitlines()
+    shown = len(first) - 1
+    assert first[-1] == f"[lines 1–{shown} of 1,040 shown; call read_file with start_line={shown + 1}]"
+    following = f"{shown + 1:>6}\t{text[shown]}"  # the next line would not have fitted
+    assert len("\n".join(first[:-1])) <= 2_000 < len("\n".join([*first[:-1], following]))
+    read: list[str] = []
+    start, pages = 1, 0
+    while True:
+        pages += 1
+        page = run(src_layout, "read_file", path="src/pkg/long.py", start_line=start).content.splitlines()
+        more = re.fullmatch(
+            r"\[lines ([\d,]+)–([\d,]+) of 1,040 shown; call read_file with start_line=(\d+)\]", page[-1]
+        )
+        body = page[:-1] if more else page
+        assert [int(line.split("\t")[0]) for line in body] == list(range(start, start + len(body)))
+        read += [line.split("\t", 1)[1] for line in body]
+        if not more:
+            break
+        start = int(more.group(3))
+    assert read == text and pages > 10
+    assert not (src_layout.root / ".hilbert/outputs/output-2.txt").exists()
+    assert [p.name for p in (src_layout.root / ".hilbert/outputs").iterdir()] == ["output-1.txt"]
+
+
+def test_a_range_is_read_in_pages_too_and_a_range_that_fits_has_no_footer(src_layout: ToolBox) -> None:
+    (src_layout.root / "big.txt").write_text("".join(f"line {n:04}\n" for n in range(1, 1041)))
+    cut = run(src_layout, "read_file", path="big.txt", start_line=100, end_line=900).content.splitlines()
+    assert cut[0] == "   100\tline 0100" and cut[-1].startswith("[lines 100–")
+    assert cut[-1].endswith(f" of 1,040 shown; call read_file with start_line={100 + len(cut) - 1}]")
+    whole = run(src_layout, "read_file", path="big.txt", start_line=1030).content.splitlines()
+    assert whole == [f"{n:>6}\tline {n:04}" for n in range(1030, 1041)]
+    out = run(src_layout, "read_file", path="big.txt", start_line=2000)
+    assert out.content == "(no lines in range 2000-end; the file has 1,040 lines)"
+
+
+def test_a_line_longer_than_the_cap_is_shown_clipped_and_reading_goes_on(src_layout: ToolBox) -> None:
+    (src_layout.root / "min.js").write_text("x" * 5_000 + "\nshort\nlast\n")
+    first = run(src_layout, "read_file", path="min.js").content.splitlines()
+    assert first[0].startswith("     1\txxx") and first[0].endswith("… [line clipped: 3,007 more chars]")
+    assert first[1:] == ["[line 1 of 3 shown; call read_file with start_line=2]"]
+    rest = run(src_layout, "read_file", path="min.js", start_line=2).content
+    assert rest == "     2\tshort\n     3\tlast"
 
 
 def test_grep_and_read_file_number_lines_alike(src_layout: ToolBox) -> None:

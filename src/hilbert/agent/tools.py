@@ -6,7 +6,9 @@ raises for a bad call: a refused path, a missing file, a non-unique edit or malf
 back as an error result the model can read and act on.
 
 The file tools behave as a model trained on other agents' tools expects: `list_files` and `grep` take
-globs by ripgrep's rules (`*.py` matches at any depth; see `hilbert.agent.globs`).
+globs by ripgrep's rules (`*.py` matches at any depth; see `hilbert.agent.globs`), and `read_file`
+answers whole, numbered lines up to `max_output_chars`, ending — when more remain — with
+`[lines 1–312 of 1,040 shown; call read_file with start_line=313]`; it never saves a copy.
 
 Shell commands run with the workspace as working directory, a timeout (the process group is killed),
 API keys, tokens, other secrets and every variable naming an agent socket or a display removed from
@@ -131,7 +133,8 @@ _INT = {"type": "integer"}
 TOOL_SPECS: tuple[ToolSpec, ...] = (
     _spec(
         "read_file",
-        "Read a text file; optional 1-based inclusive line range.",
+        "Read a text file, with line numbers; optional 1-based inclusive line range. A long file comes "
+        "back in whole lines up to a size limit, ending with the start_line to call again with.",
         ["path"],
         path=_STR,
         start_line=_INT,
@@ -276,21 +279,40 @@ class ToolBox:
 
     # -- file tools ---------------------------------------------------------------------------------
     def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        """Numbered whole lines from `start_line` to `end_line` (1-based, inclusive), as many as fit in
+        `max_output_chars`; when not all fit, a last line says which were shown, of how many, and the
+        `start_line` to go on from. A first line longer than the cap is clipped (so a call always makes
+        progress). Nothing is saved to a file: the file itself is there to be read again."""
         target = confine(self.root, path)
         if target.is_dir():
             raise ToolRefused(f"{path} is a directory; use list_files")
         first, last = max(1, start_line or 1), end_line or 0
-        output = self._output()
-        count = 0
+        shown: list[str] = []
+        room, cut, count = self.max_output_chars, False, 0
         with target.open(encoding="utf-8", errors="replace") as lines:
             for count, line in enumerate(lines, 1):
-                if count >= first and (not last or count <= last):
-                    output.add(
-                        f"{'' if output.total == 0 else chr(10)}{count:>6}\t{line.rstrip(chr(10))}".encode()
-                    )
-        if output.total == 0:
-            return f"(no lines in range {first}-{last or 'end'}; the file has {count} lines)"
-        return output.render(self.root)
+                if count < first or cut:
+                    continue
+                if last and count > last:
+                    if shown:
+                        break
+                    continue
+                text = f"{count:>6}\t{line.removesuffix(chr(10))}"
+                if len(text) > room and shown:
+                    cut = True  # keep counting: the footer says how long the file is
+                    continue
+                if len(text) > room:  # the first line asked for: clipped, so that the call makes progress
+                    keep = max(room, 80)
+                    text = f"{text[:keep]}… [line clipped: {len(text) - keep:,} more chars]"
+                shown.append(text)
+                room -= len(text) + 1
+        if not shown:
+            return f"(no lines in range {first}-{last or 'end'}; the file has {count:,} lines)"
+        if cut:
+            a, b = first, first + len(shown) - 1
+            span = f"line {a:,}" if a == b else f"lines {a:,}–{b:,}"
+            shown.append(f"[{span} of {count:,} shown; call read_file with start_line={b + 1}]")
+        return "\n".join(shown)
 
     def write_file(self, path: str, content: str) -> str:
         target = confine(self.root, path)
