@@ -77,8 +77,8 @@ def _class_end(glob: str, start: int) -> int:
 
 
 def walk(base: Path) -> Iterator[Path]:
-    """Every file and file symlink under `base` (a folder), without entering symlinked folders or
-    `SKIP_DIRS`; a folder that cannot be read is passed over."""
+    """Every file and every symlink (unfollowed: the caller decides) under the folder `base`, without
+    entering symlinked folders or `SKIP_DIRS`; a folder that cannot be read is passed over."""
     folders = [base]
     while folders:
         try:
