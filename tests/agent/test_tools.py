@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from pathlib import Path
 
@@ -241,3 +242,149 @@ def test_command_slots_bound_how_many_commands_run_at_once(tmp_path: Path) -> No
         return peak
 
     assert asyncio.run(main()) == 2
+
+
+# -- the tools a model expects: ripgrep's globs, read_file in whole-line pages --------------------------
+
+
+@pytest.fixture
+def src_layout(tmp_path: Path) -> ToolBox:
+    """A project laid out as most libraries are: the package under src/, tests beside it, and the
+    folders no one wants searched (a virtual environment, node_modules, hilbert's own outputs)."""
+    files = {
+        "pyproject.toml": "[project]\nname = 'pkg'\n",
+        "README.md": "needle in the readme\n",
+        "src/pkg/__init__.py": "",
+        "src/pkg/mod.py": "def needle():\n    return 1\n",
+        "src/pkg/sub/deep.py": "NEEDLE = needle = 2\n",
+        "src/pkg/types.pyi": "def needle() -> int: ...\n",
+        "tests/test_mod.py": "from pkg.mod import needle\n",
+        ".venv/lib/site.py": "needle = 'from the venv'\n",
+        "node_modules/x/index.py": "needle = 'from node_modules'\n",
+        ".hilbert/outputs/output-1.txt": "needle in a saved output\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return ToolBox(tmp_path, runner=Runner.unsandboxed(), max_output_chars=2_000)
+
+
+PY_FILES = ["src/pkg/__init__.py", "src/pkg/mod.py", "src/pkg/sub/deep.py", "tests/test_mod.py"]
+
+
+def test_a_glob_without_a_slash_matches_at_any_depth_in_a_src_layout(src_layout: ToolBox) -> None:
+    assert run(src_layout, "list_files", pattern="*.py").content.splitlines() == PY_FILES
+    hits = run(src_layout, "grep", pattern=r"def needle|needle =", glob="*.py").content.splitlines()
+    assert hits == ["src/pkg/mod.py:1:def needle():", "src/pkg/sub/deep.py:1:NEEDLE = needle = 2"]
+    assert run(src_layout, "list_files", pattern="test_*.py").content == "tests/test_mod.py"
+    assert run(src_layout, "list_files", pattern="*.{py,pyi}").content.splitlines() == sorted(
+        [*PY_FILES, "src/pkg/types.pyi"]
+    )
+
+
+def test_a_glob_with_a_slash_is_anchored_and_double_star_spans_folders(src_layout: ToolBox) -> None:
+    listed = run(src_layout, "list_files", pattern="src/**/*.py").content.splitlines()
+    assert listed == PY_FILES[:3]
+    assert run(src_layout, "list_files", pattern="src/*.py").content == "(no files match)"
+    assert run(src_layout, "list_files", pattern="pkg/*.py").content == "(no files match)"
+    assert run(src_layout, "list_files", pattern="tests/").content == "tests/test_mod.py"
+    # within a folder given as `path`, an anchored glob may start at that folder or at the workspace
+    for glob in ("pkg/sub/*.py", "src/pkg/sub/*.py", "**/sub/*.py"):
+        out = run(src_layout, "grep", pattern="needle", path="src", glob=glob)
+        assert out.content == "src/pkg/sub/deep.py:1:NEEDLE = needle = 2", glob
+
+
+def test_virtual_environments_and_hilbert_folders_are_not_searched(src_layout: ToolBox) -> None:
+    everything = run(src_layout, "list_files").content.splitlines()
+    assert everything == sorted(["README.md", "pyproject.toml", *PY_FILES, "src/pkg/types.pyi"])
+    found = run(src_layout, "grep", pattern="needle").content
+    assert "venv" not in found and "node_modules" not in found and "saved output" not in found
+    # named as the folder to search, hilbert's saved outputs can be searched
+    saved = run(src_layout, "grep", pattern="needle", path=".hilbert/outputs")
+    assert saved.content == ".hilbert/outputs/output-1.txt:1:needle in a saved output"
+
+
+@pytest.mark.parametrize(
+    ("glob", "path", "matches"),
+    [
+        ("*.py", "a.py", True),
+        ("*.py", "a/b/c.py", True),
+        ("*.py", "a.pyc", False),
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/pkg/a.py", False),
+        ("src/*.py", "lib/src/a.py", False),
+        ("src/**/*.py", "src/a.py", True),
+        ("src/**/*.py", "src/x/y/a.py", True),
+        ("**/test_*.py", "test_a.py", True),
+        ("src/**", "src/x/y", True),
+        ("a/**/b", "a/b", True),
+        ("a/**/b", "a/x/y/b", True),
+        ("?.py", "ab.py", False),
+        ("[ab].py", "x/b.py", True),
+        ("[!ab].py", "b.py", False),
+        ("*.{py,md}", "docs/x.md", True),
+        ("*.{py,md}", "x.txt", False),
+        ("a+b(1).py", "a+b(1).py", True),
+        (r"\*.py", "x.py", False),
+        ("[unclosed.py", "[unclosed.py", True),
+    ],
+)
+def test_globs_follow_ripgreps_rules(glob: str, path: str, matches: bool) -> None:
+    from hilbert.agent.globs import glob_matcher
+
+    assert glob_matcher(glob)(path) is matches
+
+
+def test_a_long_file_is_read_in_whole_line_pages_without_gaps_or_overlaps(src_layout: ToolBox) -> None:
+    text = [f"value_{n} = {'x' * (n % 70)}" for n in range(1, 1041)]
+    (src_layout.root / "src/pkg/long.py").write_text("\n".join(text) + "\n")
+    first = run(src_layout, "read_file", path="src/pkg/long.py").content.splitlines()
+    shown = len(first) - 1
+    assert first[-1] == f"[lines 1–{shown} of 1,040 shown; call read_file with start_line={shown + 1}]"
+    following = f"{shown + 1:>6}\t{text[shown]}"  # the next line would not have fitted
+    assert len("\n".join(first[:-1])) <= 2_000 < len("\n".join([*first[:-1], following]))
+    read: list[str] = []
+    start, pages = 1, 0
+    while True:
+        pages += 1
+        page = run(src_layout, "read_file", path="src/pkg/long.py", start_line=start).content.splitlines()
+        more = re.fullmatch(
+            r"\[lines ([\d,]+)–([\d,]+) of 1,040 shown; call read_file with start_line=(\d+)\]", page[-1]
+        )
+        body = page[:-1] if more else page
+        assert [int(line.split("\t")[0]) for line in body] == list(range(start, start + len(body)))
+        read += [line.split("\t", 1)[1] for line in body]
+        if not more:
+            break
+        start = int(more.group(3))
+    assert read == text and pages > 10
+    assert not (src_layout.root / ".hilbert/outputs/output-2.txt").exists()
+    assert [p.name for p in (src_layout.root / ".hilbert/outputs").iterdir()] == ["output-1.txt"]
+
+
+def test_a_range_is_read_in_pages_too_and_a_range_that_fits_has_no_footer(src_layout: ToolBox) -> None:
+    (src_layout.root / "big.txt").write_text("".join(f"line {n:04}\n" for n in range(1, 1041)))
+    cut = run(src_layout, "read_file", path="big.txt", start_line=100, end_line=900).content.splitlines()
+    assert cut[0] == "   100\tline 0100" and cut[-1].startswith("[lines 100–")
+    assert cut[-1].endswith(f" of 1,040 shown; call read_file with start_line={100 + len(cut) - 1}]")
+    whole = run(src_layout, "read_file", path="big.txt", start_line=1030).content.splitlines()
+    assert whole == [f"{n:>6}\tline {n:04}" for n in range(1030, 1041)]
+    out = run(src_layout, "read_file", path="big.txt", start_line=2000)
+    assert out.content == "(no lines in range 2000-end; the file has 1,040 lines)"
+
+
+def test_a_line_longer_than_the_cap_is_shown_clipped_and_reading_goes_on(src_layout: ToolBox) -> None:
+    (src_layout.root / "min.js").write_text("x" * 5_000 + "\nshort\nlast\n")
+    first = run(src_layout, "read_file", path="min.js").content.splitlines()
+    assert first[0].startswith("     1\txxx") and first[0].endswith("… [line clipped: 3,007 more chars]")
+    assert first[1:] == ["[line 1 of 3 shown; call read_file with start_line=2]"]
+    rest = run(src_layout, "read_file", path="min.js", start_line=2).content
+    assert rest == "     2\tshort\n     3\tlast"
+
+
+def test_grep_and_read_file_number_lines_alike(src_layout: ToolBox) -> None:
+    (src_layout.root / "paged.py").write_text(
+        "a = 1\f\nb = 2\nneedle = 3\n"
+    )  # a form feed, as in old sources
+    assert run(src_layout, "grep", pattern="needle", path="paged.py").content == "paged.py:3:needle = 3"
+    assert run(src_layout, "read_file", path="paged.py", start_line=3).content == "     3\tneedle = 3"

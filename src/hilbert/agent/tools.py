@@ -5,6 +5,11 @@
 raises for a bad call: a refused path, a missing file, a non-unique edit or malformed arguments come
 back as an error result the model can read and act on.
 
+The file tools behave as a model trained on other agents' tools expects: `list_files` and `grep` take
+globs by ripgrep's rules (`*.py` matches at any depth; see `hilbert.agent.globs`), and `read_file`
+answers whole, numbered lines up to `max_output_chars`, ending — when more remain — with
+`[lines 1–312 of 1,040 shown; call read_file with start_line=313]`; it never saves a copy.
+
 Shell commands go through the `Runner` the toolbox is given (`hilbert.commands.runner`, built once at
 the edge): the command policy reads each first, then it runs in the runner's sandbox with the
 workspace the one writable folder, its environment (no keys, no agent sockets), limits, command slots
@@ -20,11 +25,12 @@ import asyncio
 import os
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from hilbert.agent.globs import glob_matcher, walk
 from hilbert.agent.paths import ToolRefused, confine, relative
 from hilbert.commands.process import Output
 from hilbert.commands.runner import Runner
@@ -32,7 +38,6 @@ from hilbert.models.types import ToolCall, ToolSpec
 from hilbert.security.scope import ToolScope
 
 FINISH = "finish"
-SKIP_DIRS = {".git", ".hilbert", "__pycache__", ".venv", "node_modules"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,15 @@ class ToolOutcome:
 
 def _clip(line: str, limit: int = 300) -> str:
     return line if len(line) <= limit else f"{line[:limit]}… [{len(line) - limit} more chars]"
+
+
+def _lines(text: str) -> list[str]:
+    """`text`'s lines as read_file numbers them: split at newlines only (`str.splitlines` also splits
+    at form feeds and other separators, and grep's line numbers would then disagree with read_file's)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def read_finish(call: ToolCall) -> tuple[str, str] | ToolOutcome:
@@ -62,12 +76,17 @@ def _spec(name: str, description: str, required: list[str], **props: Any) -> Too
 
 
 _STR = {"type": "string"}
+GLOB_RULES = (
+    "Globs work as in ripgrep: `*.py` matches at any depth; a glob with `/` is anchored at the "
+    "workspace root (`src/**/*.py`); `**` spans folders; `{py,pyi}` either."
+)
 _INT = {"type": "integer"}
 
 TOOL_SPECS: tuple[ToolSpec, ...] = (
     _spec(
         "read_file",
-        "Read a text file; optional 1-based inclusive line range.",
+        "Read a text file, with line numbers; optional 1-based inclusive line range. A long file comes "
+        "back in whole lines up to a size limit, ending with the start_line to call again with.",
         ["path"],
         path=_STR,
         start_line=_INT,
@@ -88,10 +107,16 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         old=_STR,
         new=_STR,
     ),
-    _spec("list_files", "List files matching a glob pattern (default **/*).", [], pattern=_STR),
+    _spec(
+        "list_files",
+        f"List the files matching a glob (default: all). {GLOB_RULES}",
+        [],
+        pattern=_STR,
+    ),
     _spec(
         "grep",
-        "Search files for a Python regular expression; prints path:line:text.",
+        "Search files for a Python regular expression; prints path:line:text. `path`: a file or folder "
+        f"to search (default: all). `glob` picks the files: {GLOB_RULES}",
         ["pattern"],
         pattern=_STR,
         path=_STR,
@@ -194,21 +219,40 @@ class ToolBox:
 
     # -- file tools ---------------------------------------------------------------------------------
     def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        """Numbered whole lines from `start_line` to `end_line` (1-based, inclusive), as many as fit in
+        `max_output_chars`; when not all fit, a last line says which were shown, of how many, and the
+        `start_line` to go on from. A first line longer than the cap is clipped (so a call always makes
+        progress). Nothing is saved to a file: the file itself is there to be read again."""
         target = confine(self.root, path)
         if target.is_dir():
             raise ToolRefused(f"{path} is a directory; use list_files")
         first, last = max(1, start_line or 1), end_line or 0
-        output = self._output()
-        count = 0
+        shown: list[str] = []
+        room, cut, count = self.max_output_chars, False, 0
         with target.open(encoding="utf-8", errors="replace") as lines:
             for count, line in enumerate(lines, 1):
-                if count >= first and (not last or count <= last):
-                    output.add(
-                        f"{'' if output.total == 0 else chr(10)}{count:>6}\t{line.rstrip(chr(10))}".encode()
-                    )
-        if output.total == 0:
-            return f"(no lines in range {first}-{last or 'end'}; the file has {count} lines)"
-        return output.render(self.root)
+                if count < first or cut:
+                    continue
+                if last and count > last:
+                    if shown:
+                        break
+                    continue
+                text = f"{count:>6}\t{line.removesuffix(chr(10))}"
+                if len(text) > room and shown:
+                    cut = True  # keep counting: the footer says how long the file is
+                    continue
+                if len(text) > room:  # the first line asked for: clipped, so that the call makes progress
+                    keep = max(room, 80)
+                    text = f"{text[:keep]}… [line clipped: {len(text) - keep:,} more chars]"
+                shown.append(text)
+                room -= len(text) + 1
+        if not shown:
+            return f"(no lines in range {first}-{last or 'end'}; the file has {count:,} lines)"
+        if cut:
+            a, b = first, first + len(shown) - 1
+            span = f"line {a:,}" if a == b else f"lines {a:,}–{b:,}"
+            shown.append(f"[{span} of {count:,} shown; call read_file with start_line={b + 1}]")
+        return "\n".join(shown)
 
     def write_file(self, path: str, content: str) -> str:
         target = confine(self.root, path)
@@ -231,45 +275,52 @@ class ToolBox:
         return f"edited {relative(self.root, target)}"
 
     def list_files(self, pattern: str = "**/*") -> str:
-        found = sorted(relative(self.root, p) for p in self._glob(self.root, pattern, "list_files"))
+        found = sorted(relative(self.root, p) for p in self._matching(self.root, pattern, "list_files"))
         return self._limit(found, "files") or "(no files match)"
 
     def grep(self, pattern: str, path: str = ".", glob: str = "**/*") -> str:
         regex = re.compile(pattern)
         base = confine(self.root, path)
-        files = [base] if base.is_file() else sorted(self._glob(base, glob, "grep"))
+        files = [base] if base.is_file() else self._matching(base, glob, "grep")
         hits: list[str] = []
         for file in files:
             try:
-                text = file.read_text()
+                text = file.read_text(encoding="utf-8")
             except (UnicodeDecodeError, OSError):
                 continue
             rel = relative(self.root, file)
             hits.extend(
-                f"{rel}:{n}:{_clip(line)}"
-                for n, line in enumerate(text.splitlines(), 1)
-                if regex.search(line)
+                f"{rel}:{n}:{_clip(line)}" for n, line in enumerate(_lines(text), 1) if regex.search(line)
             )
             if len(hits) > self.max_results:
                 break
         return self._limit(hits, "matches") or "(no matches)"
 
-    def _glob(self, base: Path, pattern: str, tool: str) -> Iterator[Path]:
-        """Files matching `pattern` under `base` that really lie inside the workspace (a symlink to
-        something outside is skipped), outside hilbert's and git's own folders."""
-        if not pattern or Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+    def _matching(self, base: Path, pattern: str, tool: str) -> list[Path]:
+        """The files under `base`, sorted, that `pattern` (ripgrep's rules, see `glob_matcher`) matches
+        by their path relative to `base` or to the workspace root. Only files really inside the
+        workspace: symlinked folders are not entered, a symlinked file counts only when it leads to a
+        file inside; `SKIP_DIRS` (hilbert's and git's own folders, caches) are pruned on the way."""
+        pattern = pattern.strip()
+        while pattern.startswith("./"):
+            pattern = pattern[2:]
+        if not pattern or Path(pattern).is_absolute() or ".." in pattern.split("/"):
             raise ToolRefused(f"{tool}: the pattern must be relative to the workspace, without '..'")
-        for candidate in base.glob(pattern):
-            try:
-                real = candidate.resolve()
-            except (OSError, RuntimeError):
-                continue
-            if (
-                real.is_relative_to(self.root)
-                and real.is_file()
-                and not SKIP_DIRS & set(candidate.relative_to(self.root).parts)
-            ):
-                yield candidate
+        matches = glob_matcher(pattern)
+        found = (
+            file
+            for file in walk(base)
+            if matches(file.relative_to(base).as_posix()) or matches(file.relative_to(self.root).as_posix())
+        )
+        return sorted(file for file in found if not file.is_symlink() or self._inside(file))
+
+    def _inside(self, link: Path) -> bool:
+        """Whether a symlink leads to a file inside the workspace (a loop or a dangling link does not)."""
+        try:
+            real = link.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return real.is_relative_to(self.root) and real.is_file()
 
     # -- shell --------------------------------------------------------------------------------------
     async def shell(self, command: str, timeout_s: int | None = None) -> ToolOutcome:

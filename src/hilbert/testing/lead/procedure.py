@@ -29,13 +29,14 @@ from hilbert.testing.engineer.reading import called_function, function_span, imp
 TEST_COMMAND = "python -m pytest -q"
 SURVEY_COMMAND = f"{TEST_COMMAND} -rfE --tb=no"
 DEFAULT_GOAL = "Make the test suite pass"
-PAGE_LINES = 400  # lines of a saved output asked for at once; a page that is cut is asked again, shorter
+PAGE_LINES = 400  # lines of a saved output asked for at once (read_file may answer fewer, saying so)
 _FAILED = re.compile(r"^(?:FAILED|ERROR) ([^\s:]+\.py)(?:::(\S+))?", re.MULTILINE)
 _NUMBERED = re.compile(r"^\s*\d+\t", re.MULTILINE)
 _NUMBERED_LINE = re.compile(r"^\s*\d+\t(.*)$")
 _SAVED = re.compile(
     r"\[\.\.\. [\d,]+ more bytes; the whole output is in (\S+?)(?: \(cut at [\d,]+ bytes\))?\]"
 )
+_MORE = re.compile(r"^\[lines? [\d,–]+ of [\d,]+ shown; call read_file with start_line=\d+\]$", re.MULTILINE)
 _FROM = re.compile(r"^from\s+([\w.]+)\s+import\s+(\([^)]*\)|[\w \t,]*)", re.MULTILINE)
 _IMPORT = re.compile(r"^import\s+([\w.]+(?:\s*,\s*[\w.]+)*)", re.MULTILINE)
 _TEST_DEF = re.compile(r"^(?:async\s+)?def (test\w*)\(", re.MULTILINE)
@@ -97,24 +98,19 @@ def plan_work(brief: str, *, final_task: bool = False) -> Steps:
 
 def whole_output(text: str) -> Generator[LeadAction, Observation, str]:
     """`text`, or, when the tool cut it short and saved the whole output to a file, that file's
-    lines, read a page at a time (a page that is itself cut is read again, as many lines as fitted)."""
+    lines, read a page at a time (when a page does not fit, read_file says where to go on from)."""
     saved = _SAVED.search(text)
     if saved is None:
         return text
     lines: list[str] = []
-    size = PAGE_LINES
     while True:
         first = len(lines) + 1
         page = yield Read(
-            saved.group(1), first, first + size - 1, why="The output was cut; reading all of it."
+            saved.group(1), first, first + PAGE_LINES - 1, why="The output was cut; reading all of it."
         )
-        if _SAVED.search(page.text) and size > 1:  # cut: ask again for as many lines as fitted
-            fitted = sum(1 for raw in page.text.splitlines() if _NUMBERED_LINE.match(raw))
-            size = max(1, min(size // 2, fitted - 2)) if fitted > 2 else size // 2
-            continue
         got = [m.group(1) for raw in page.text.splitlines() if (m := _NUMBERED_LINE.match(raw))]
         lines += got
-        if not page.ok or len(got) < size:
+        if not page.ok or not got or (len(got) < PAGE_LINES and not _MORE.search(page.text)):
             break
     return "\n".join(lines) if lines else text
 
