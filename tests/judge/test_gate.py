@@ -8,7 +8,7 @@ from pathlib import Path
 
 from judge_support import commit, git, make_repo, replace
 
-from hilbert.commands import Runner, command_env
+from hilbert.commands import Runner, Timeouts, command_env
 from hilbert.judge.gate import NO_MODEL, GateResult, describe, run_gate
 from hilbert.models import make_model
 from hilbert.testing.fake_server import FakeServer
@@ -162,3 +162,41 @@ def test_held_out_tests_run_whatever_their_file_names_and_none_collected_fails(t
     (tmp_path / "again").mkdir()
     again = gate(tmp_path / "again", FIX, heldout=empty)  # only a conftest: nothing to run is a failure
     assert not next(s for s in again.steps if s.name == "heldout").passed
+
+
+def test_a_verify_past_its_timeout_says_which_setting_and_a_long_one_says_it_is_still_running(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    head = commit(repo, FIX)
+    (tmp_path / "home").mkdir()
+    heard: list[tuple[str, float]] = []
+
+    def gate_with(verify: str, verify_s: float, scratch: str) -> GateResult:
+        runner = Runner.unsandboxed(timeouts=Timeouts(verify_s=verify_s, progress_s=0.2))
+        return asyncio.run(
+            run_gate(
+                repo,
+                base,
+                head,
+                verify=verify,
+                scratch=tmp_path / scratch,
+                git=Git(home=tmp_path / "home"),
+                runner=runner,
+                on_wait=lambda step, elapsed: heard.append((step, elapsed)),
+            )
+        )
+
+    hung = gate_with("echo started; sleep 30", 1, "hung")
+    verify = hung.steps[0]
+    assert not verify.passed and "timed out after 1 s (timeouts.verify_s)" in verify.summary
+    assert "started" in verify.output and "killed" in verify.output
+    assert any(
+        "verify: `echo started; sleep 30` → timed out after 1 s (timeouts.verify_s)" in r
+        for r in hung.reasons
+    )
+    assert heard and {step for step, _ in heard} == {"verify"}  # it said it was running while it ran
+    heard.clear()
+    slow = gate_with("sleep 1 && true", 60, "slow")
+    assert slow.steps[0].passed and heard and max(elapsed for _, elapsed in heard) < 60

@@ -36,6 +36,7 @@ FLEET_KINDS: Final = (
     "task_error",  # task, error (a harness step failed)
     "gate_step",  # task, worker, commit, round, step (verify|integrity|tests_restored|heldout|model),
     #              passed, summary, findings, output
+    "gate_running",  # task, worker, commit, round, step, elapsed_s (a long check is still running)
     "gate_verdict",  # task, worker, commit, round, verdict (done|not_done|impossible), reasons,
     #                 checks_passed (every step but the model's), claimed, model (its summary or null),
     #                 model_cost_usd

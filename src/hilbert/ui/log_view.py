@@ -182,6 +182,7 @@ _FLEET_LINES = {
     "task_retried": "{task} retried: {why_line}",
     "task_escalated": "{task} escalated: {why_line}",
     "gate_step": "gate {task} by {worker}, round {round}: {step} {verdict} — {summary_line}",
+    "gate_running": "gate {task} by {worker}, round {round}: {step} still running ({elapsed_s} s)",
     "gate_verdict": "gate {task} by {worker}, round {round}: {gate_word}{reasons_line}",
     "panel_reviewed": "review panel on {task} by {worker}, round {round}: {summary}",
     "panel_skipped": "review panel skipped for {task}: {why}",
