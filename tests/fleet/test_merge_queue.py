@@ -318,7 +318,7 @@ def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path:
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
 
-    async def land(p: Project, task: str, box: Sandbox | None) -> Outcome:
+    async def land(p: Project, task: str, box: Sandbox) -> Outcome:
         escape = (
             f"{PY} check.py && if [ -f src/{task}.py ]; then echo pwned > {shlex.quote(str(outside))}; fi"
         )
@@ -327,7 +327,7 @@ def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path:
             tmp_path / f"scratch-{task}",
             test_command=escape,
             record=lambda kind, data: p.events.append((kind, data)),
-            runner=Runner(box or Sandbox("unsandboxed")),
+            runner=Runner(box),
         )
         queue.submit(await p.candidate(task))
         outcomes = by_task(await queue.process())
@@ -338,7 +338,7 @@ def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path:
         p = await make_project(tmp_path)
         assert (await land(p, "t0", sandbox)).kind == "merged"  # it "wrote" only inside the sandbox
         assert outside.read_text() == "precious\n"
-        assert (await land(p, "t1", None)).kind == "merged"
+        assert (await land(p, "t1", Sandbox("unsandboxed"))).kind == "merged"
         assert outside.read_text() == "pwned\n"  # the same test, unsandboxed
 
     asyncio.run(scenario())

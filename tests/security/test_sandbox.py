@@ -131,22 +131,22 @@ def test_the_stop_gate_runs_the_workers_tests_in_the_sandbox_too(tmp_path: Path,
     subprocess.run([*git, "-C", str(repo), "commit", "-qm", "work"], check=True)
     (tmp_path / "home").mkdir()
 
-    def gate(walls: Sandbox | None) -> bool:
+    def gate(walls: Sandbox) -> bool:
         result = asyncio.run(
             run_gate(
                 repo,
                 "HEAD~1",
                 "HEAD",
                 verify="python -m pytest -q -p no:cacheprovider tests",
-                scratch=tmp_path / "scratch" / str(walls is None),
+                scratch=tmp_path / "scratch" / walls.kind,
                 git=Git(home=tmp_path / "home"),
-                runner=Runner(walls or Sandbox("unsandboxed"), command_env(hilbert_python_first=True)),
+                runner=Runner(walls, command_env(hilbert_python_first=True)),
             )
         )
         return result.steps[0].passed
 
     assert gate(sandbox.hiding(repo)) and not outside.exists()  # the conftest's write stayed inside
-    assert gate(None) and outside.read_text() == "reached"  # without the sandbox it lands
+    assert gate(Sandbox("unsandboxed")) and outside.read_text() == "reached"  # without the sandbox it lands
 
 
 def test_tools_that_live_under_tmp_still_run_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -242,6 +242,9 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
     help="The plan to carry out (written by `hilbert plan`, edited by you).",
 )
 @click.option("--yes", "-y", is_flag=True, help="With GOAL: run the lead's plan without asking first.")
+@click.option(
+    "--force", is_flag=True, help="With GOAL: replace the plan the lead writes if there is one already."
+)
 @_REPO
 @_MODEL
 @click.option("--lead-model", help="The lead's model (planning, escalations); default: --model.")
@@ -268,6 +271,7 @@ def run(
     goal: str | None,
     plan_file: Path | None,
     yes: bool,
+    force: bool,
     repo: Path,
     workers: int,
     run_cost: float,
@@ -294,7 +298,9 @@ def run(
                 "nobody is at the terminal to confirm the plan before it runs",
                 hint=f'pass --yes to run it at once, or `hilbert plan "{goal}"` and review it first',
             )
-        asyncio.run(plan_command(settings, goal, repo, plan_file, runner=runner, next_step=False))
+        asyncio.run(
+            plan_command(settings, goal, repo, plan_file, runner=runner, next_step=False, force=force)
+        )
         if not yes and not click.confirm("Run this plan now?"):
             raise UserError(
                 f"the plan is in {plan_file}, not run",
