@@ -34,14 +34,14 @@ def tree_digest(root: Path) -> dict[str, str]:
     return digest
 
 
-def lead_turns(repo: Path) -> list[dict[str, object]]:
+def lead_turns(repo: Path, *, explore: bool = True) -> list[dict[str, object]]:
     """A lead that writes files with its shell (in its checkout, through an absolute path into the
     person's repository, a long output that is saved, pytest's cache), then writes the plan."""
     commands = [
         "echo scratch > notes.txt && mkdir -p build && echo x > build/out.o && python -m pytest -q",
         f"echo planted > {repo}/planted.txt; echo tried",
         "seq 1 20000",
-    ]
+    ][: 3 if explore else 0]
     turns: list[dict[str, object]] = [
         {"tool_calls": [{"name": "shell", "arguments": {"command": command}}]} for command in commands
     ]
@@ -65,8 +65,8 @@ def test_the_lead_plans_in_a_disposable_checkout_and_the_repository_is_untouched
     before = tree_digest(repo)
     env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
 
-    def plan(*extra: str) -> subprocess.CompletedProcess[str]:
-        with FakeServer(ScriptedPolicy.from_turns(lead_turns(repo.resolve()))) as lead:
+    def plan(*extra: str, explore: bool = True) -> subprocess.CompletedProcess[str]:
+        with FakeServer(ScriptedPolicy.from_turns(lead_turns(repo.resolve(), explore=explore))) as lead:
             model = f"anthropic:lead@{lead.base_url}"
             return run_cli(
                 "plan",
@@ -94,13 +94,13 @@ def test_the_lead_plans_in_a_disposable_checkout_and_the_repository_is_untouched
     assert not list((tmp_path / "home" / "plans").iterdir())  # the checkout is gone too
 
     (tmp_path / "PLAN.md").write_text("the person's edited plan\n")
-    again = plan()
+    again = plan(explore=False)
     lines = again.stderr.strip().splitlines()
     assert (
         again.returncode == 2 and len(lines) == 1 and "exists already" in lines[0] and "--force" in lines[0]
     )
     assert (tmp_path / "PLAN.md").read_text() == "the person's edited plan\n"
-    forced = plan("--force")
+    forced = plan("--force", explore=False)
     assert forced.returncode == 0, forced.stderr
     assert "## T1" in (tmp_path / "PLAN.md").read_text()
     assert tree_digest(repo) == before
