@@ -204,7 +204,8 @@ def _one_task_fleet(
     tmp_path: Path, task: Task, turns: list[dict[str, Any]], **fleet: Any
 ) -> tuple[Any, list[Any]]:
     from hilbert.fleet.plan import Plan
-    from hilbert.fleet.run import FleetConfig, run_fleet
+    from hilbert.fleet.run import run_fleet
+    from hilbert.settings import Settings
 
     make_repo(tmp_path / "repo")
     with FakeServer(ScriptedPolicy.from_turns(turns)) as server, EventStore.open(tmp_path / "l.db") as store:
@@ -217,7 +218,9 @@ def _one_task_fleet(
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                 store=store,
                 env=command_env(hilbert_python_first=True),
-                config=FleetConfig(workers=1, max_attempts=1, gate_rounds=1, test_command="true"),
+                settings=Settings.of(
+                    {"fleet.workers": 1, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": "true"}
+                ),
                 **fleet,
             )
         )

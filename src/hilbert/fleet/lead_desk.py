@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostPool, SharedCostLimit, TurnLimit
@@ -37,11 +37,9 @@ from hilbert.fleet.steering import SteeringTools
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
 from hilbert.security.sandbox import Sandbox
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
-
-if TYPE_CHECKING:
-    from hilbert.fleet.run import FleetConfig
 
 INTEGRATION = "hilbert/integration"
 DECISIONS_POLL_S = 1.0  # how often the run looks for the person's decisions on held proposals
@@ -52,7 +50,7 @@ class LeadDesk:
     plan: Plan
     tasks: dict[str, Task]
     states: dict[str, TaskState]
-    config: FleetConfig
+    settings: Settings
     lead_model: Model | None
     store: EventStore
     run: str
@@ -81,7 +79,7 @@ class LeadDesk:
             self.lead_model is not None
             and not stopping
             and not stop_requested(self.store, self.run, LEAD)
-            and self.lead_sessions < self.config.lead_sessions
+            and self.lead_sessions < self.settings.fleet.lead_sessions
         )
 
     async def consult_lead(self, escalated: list[str]) -> AgentResult:
@@ -98,11 +96,11 @@ class LeadDesk:
         tools = EscalationToolBox(
             checkout.work_tree,
             self,
-            max_reopens=self.config.max_reopens,
+            max_reopens=self.settings.fleet.max_reopens,
             env=self.env,
             sandbox=self.sandbox,
             read=lambda: inbox.read,
-            hold_widening=self.config.approve_worker_proposals,
+            hold_widening=self.settings.fleet.approve_worker_proposals,
         )
         spend = SharedCostLimit(self.cost)
         try:
@@ -113,7 +111,7 @@ class LeadDesk:
                 model=self.lead_model,
                 toolbox=tools,
                 store=self.store,
-                policies=[TurnLimit(self.config.lead_turns), spend, inbox],
+                policies=[TurnLimit(self.settings.fleet.lead_turns), spend, inbox],
             )
             spend.settle(result.cost_usd)
         finally:
@@ -240,7 +238,7 @@ class LeadDesk:
             return
         if proposal.status != "approved":
             return
-        tools = SteeringTools(self, max_reopens=self.config.max_reopens, approved=proposal.id)
+        tools = SteeringTools(self, max_reopens=self.settings.fleet.max_reopens, approved=proposal.id)
         try:
             tools.call(proposal.action, dict(proposal.arguments))
         except UserError as refused:

@@ -35,7 +35,7 @@ from hilbert.agent.shell import Limits
 from hilbert.fleet.originals import copy_in, original
 from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
-from hilbert.judge.gate import GateResult, Step, run_gate
+from hilbert.judge.gate import GateResult, Step, decide, run_gate
 from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
 from hilbert.models.types import Message, Model
 from hilbert.security.envelope import defang
@@ -99,12 +99,14 @@ class StopGate(Policy):
         sandbox: Sandbox | None = None,
         max_rounds: int = 3,
         timeout_s: float = 600.0,
+        gate_timeout_s: float = 3600.0,
         limits: Limits | None = None,
         command_slots: asyncio.Semaphore | None = None,
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.env, self.judge, self.heldout = git, scratch, env, judge, heldout
         self.max_rounds, self.timeout_s, self.limits, self.panel = max_rounds, timeout_s, limits, panel
+        self.gate_timeout_s = gate_timeout_s  # the whole gate on one claim (each command: `timeout_s`)
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
         self.sandbox = sandbox  # the gate runs the worker's code (its tests): in the same sandbox
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
@@ -177,7 +179,8 @@ class StopGate(Policy):
             )
 
         try:
-            async with self.command_slots or contextlib.nullcontext():  # test runs, like the workers'
+            # test runs wait for a slot like the workers'; the gate's own limit starts once it has one
+            async with self.command_slots or contextlib.nullcontext(), asyncio.timeout(self.gate_timeout_s):
                 return await run_gate(
                     self.checkout.git_dir,
                     self.checkout.base,
@@ -196,6 +199,10 @@ class StopGate(Policy):
                     on_step=recorded,
                     sandbox=self.sandbox,
                 )
+        except TimeoutError:  # a step hung past the gate's own limit: not a verdict on the work
+            step = Step("gate", False, f"the stop gate ran past timeouts.gate_s = {self.gate_timeout_s:g} s")
+            recorded(step)
+            return decide((step,), None)
         finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True))
 

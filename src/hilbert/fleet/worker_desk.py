@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
@@ -32,12 +32,10 @@ from hilbert.models.types import Model
 from hilbert.security.envelope import ENVELOPE_RULES, MessageKey, defang
 from hilbert.security.policy import check_shell
 from hilbert.security.sandbox import Sandbox
+from hilbert.settings import Settings
 from hilbert.skills import Skill
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
-
-if TYPE_CHECKING:
-    from hilbert.fleet.run import FleetConfig
 
 WORKER_TASK = """Task {id}: {title}
 The task is done when `{verify}` passes. Change only what the task needs{claims}.
@@ -53,7 +51,7 @@ class WorkerDesk:
     root: Path
     model: Model
     store: EventStore
-    config: FleetConfig
+    settings: Settings
     env: Mapping[str, str] | None
     git: Git
     integration: Path
@@ -101,7 +99,9 @@ class WorkerDesk:
             panel=self.panel,
             cost=self.cost,
             sandbox=self.sandbox,
-            max_rounds=self.config.gate_rounds,
+            max_rounds=self.settings.gate.rounds,
+            timeout_s=self.settings.timeouts.verify_s,
+            gate_timeout_s=self.settings.timeouts.gate_s,
             limits=self.limits,
             command_slots=self.command_slots,
         )
@@ -125,10 +125,11 @@ class WorkerDesk:
             ToolBox(
                 checkout.work_tree,
                 env=self.env,
+                shell_timeout_s=self.settings.timeouts.shell_s,
                 limits=self.limits,
                 command_slots=self.command_slots,
                 sandbox=self.sandbox,
-                shell_policy=check_shell if self.config.shell_policy else None,
+                shell_policy=check_shell if self.settings.commands.shell_policy else None,
             ),
             store=self.store,
             run=self.run,
@@ -183,12 +184,12 @@ class WorkerDesk:
                     store=self.store,
                     history=history,
                     policies=[
-                        TurnLimit(budget.turns or self.config.max_turns),
+                        TurnLimit(budget.turns or self.settings.budgets.max_turns),
                         *([CostLimit(budget.usd)] if budget.usd else []),
                         spend,
                         inbox,
                         Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                        compaction_for(self.config.context, model=self.model, store=self.store),
+                        compaction_for(self.settings.context.strategy, model=self.model, store=self.store),
                         gate,
                     ],
                 )
@@ -201,14 +202,14 @@ class WorkerDesk:
                 current = asyncio.current_task()
                 if (current and current.cancelling()) or task.id not in self.restart_wanted:
                     raise
-                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                if restarts >= self.settings.liveness.restarts or not await self.usable(checkout):
                     raise RunError(
                         f"{name.display} hung and cannot be restarted", hint="see its log"
                     ) from None
-                why = f"no heartbeat for {minutes(self.config.liveness.dead_after_s)}"
+                why = f"no heartbeat for {minutes(self.settings.liveness.dead_after_s)}"
             except Exception as crash:
                 spend.settle(self.stopped_cost(name.display))
-                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                if restarts >= self.settings.liveness.restarts or not await self.usable(checkout):
                     raise
                 why = f"{type(crash).__name__}: {crash}"
             else:

@@ -173,6 +173,7 @@ async def stop_hook(
     env: Mapping[str, str],
     judge: Model | None = None,
     on_step: Callable[[Step], None] = lambda step: None,
+    timeout_s: float = 600.0,
 ) -> HookAnswer:
     with _sessions(rounds_file) as sessions:
         entry = sessions.get(hook.session_id) if hook.stop_hook_active else None
@@ -199,6 +200,7 @@ async def stop_hook(
         judge=judge,
         task=spec.task,
         on_step=on_step,
+        timeout_s=timeout_s,
     )
     if result.verdict != "not_done":
         with _sessions(rounds_file) as sessions:

@@ -20,7 +20,7 @@ from hilbert.agent.tools import command_env
 from hilbert.errors import UserError
 from hilbert.models import PriceTable, make_model
 from hilbert.security.redact import Redactor
-from hilbert.settings import Settings
+from hilbert.settings import BudgetSettings, Settings
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.run_agent import run_one_agent
@@ -50,7 +50,12 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str) -> bool:
     with FakeServer("engineer", seed=seed, record=directory / "requests.jsonl") as server:
         base = server.openai_base_url if protocol.startswith("openai") else server.base_url
         model_name = f"{protocol}:fake-engineer@{base}"
-        settings = Settings(home=directory, db=directory / "hilbert.db", model=model_name, max_turns=40)
+        settings = Settings(
+            home=directory,
+            db=directory / "hilbert.db",
+            model=model_name,
+            budgets=BudgetSettings(max_turns=40),
+        )
         prices = PriceTable.default().with_overrides({"fake-engineer": SONNET_LIKE_PRICE})
         model = make_model(model_name, prices=prices, env={})
         result = await run_one_agent(

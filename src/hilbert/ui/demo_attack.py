@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
 from hilbert.security.sandbox import Sandbox
+from hilbert.settings import CommandSettings, FleetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 
@@ -48,7 +49,9 @@ async def run_attack_scene(
             model=model,
             store=store,
             env=env,
-            config=FleetConfig(workers=2, max_attempts=1, test_command="true"),
+            settings=Settings(
+                fleet=FleetSettings(workers=2, max_attempts=1), commands=CommandSettings(test="true")
+            ),
             sandbox=sandbox,
         )
         sent = [e.data for e in store.events(run=run, kinds=["agent_message"])]

@@ -28,13 +28,13 @@ import click
 
 from hilbert.agent.tools import command_env
 from hilbert.fleet.plan import parse_plan
-from hilbert.fleet.run import HARNESS, INTEGRATION, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import HARNESS, INTEGRATION, FleetResult, run_fleet
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.types import Model
 from hilbert.security.redact import Redactor
-from hilbert.settings import Settings
+from hilbert.settings import FleetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.store.summary import agent_summary
 from hilbert.testing.fake_server import FakeServer
@@ -136,7 +136,11 @@ async def run_fleet_demo(
         worker_model = make_model(
             f"openai:fake-engineer@{worker_server.openai_base_url}", prices=prices, env={}
         )
-        settings = Settings(home=directory, db=directory / "hilbert.db", max_turns=60)
+        settings = Settings(
+            home=directory,
+            db=directory / "hilbert.db",
+            fleet=FleetSettings(workers=workers, max_cost_usd=20.0),
+        )
         click.secho("The lead plans", bold=True)
         plan_file = directory / "PLAN.md"
         await plan_command(settings, GOAL, repo, plan_file, env=env, echo=_quiet, model=lead_model)
@@ -160,7 +164,7 @@ async def run_fleet_demo(
                     panel=panel,
                     store=store,
                     env=env,
-                    config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
+                    settings=settings,
                     sandbox=sandbox,
                 )
             tally = count(store, run, result)

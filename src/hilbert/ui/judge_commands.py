@@ -139,6 +139,7 @@ async def _judge(
             judge=setup.judge,
             task=task_text,
             on_step=progress,
+            timeout_s=settings.timeouts.verify_s,
         )
     if as_json:
         report = setup.redactor.redact_json({"base": base_sha, "head": head_sha, **result.to_json()})
@@ -202,6 +203,7 @@ async def _hook_stop(settings: Settings, spec: Any, payload: Any, gate_file: Pat
             git=setup.git,
             env=setup.env,
             judge=setup.judge,
+            timeout_s=settings.timeouts.verify_s,
         )
     click.echo(setup.redactor.redact(f"hilbert hook stop: {answer.note}"), err=True)
     return None if answer.output is None else setup.redactor.redact_json(answer.output)
