@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.tools import ToolBox, command_env
@@ -136,6 +139,25 @@ def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) ->
     run = gated_agent(tmp_path, task, [finish("a"), finish("b"), finish("c")], worker="noether", max_rounds=2)
     result = run.result
     assert result.status == "halted" and "still refuses after 2 rounds" in result.reason and result.turns == 2
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason"),
+    [
+        ({"timeout_s": 1.0}, "verify: `sleep 60` → timed out"),  # timeouts.verify_s: one command
+        ({"timeout_s": 60.0, "gate_timeout_s": 1.0}, "gate: the stop gate ran past timeouts.gate_s = 1 s"),
+    ],
+)
+def test_a_verify_that_hangs_is_cut_off_by_the_timeouts_and_the_worker_told(
+    tmp_path: Path, limits: dict[str, float], reason: str
+) -> None:
+    task = Task(id="T1", title="fix add", verify="sleep 60")
+    started = time.monotonic()
+    run = gated_agent(tmp_path, task, [finish("done")], max_rounds=1, **limits)
+    assert time.monotonic() - started < 50  # not the verify's whole minute
+    verdicts = [data for kind, data in run.events if kind == "gate_verdict"]
+    assert [v["verdict"] for v in verdicts] == ["not_done"] and verdicts[0]["reasons"] == [reason]
+    assert run.result.status == "halted" and reason in run.result.reason
 
 
 def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_real_fix_lands(
