@@ -11,7 +11,7 @@ list_files, read_file, ...) and then `finish`; its usage is an honest estimate (
 
 The repository is generated before the clock starts: N one-line files `tasks/f_<i>.txt` ("todo") and
 a README, one commit. Task i claims only its own file, so all N tasks may run at once, and N workers
-do (`FleetConfig(workers=N)`); its verify is `grep -qx done tasks/f_<i>.txt`, the project's test
+do (`fleet.workers = N`); its verify is `grep -qx done tasks/f_<i>.txt`, the project's test
 command `test -s README.md`. One unmeasured one-task fleet runs first (imports, SQLite warm-up).
 Every workspace, verify export and merge checkout holds all N + 1 files, so the file work grows as N²:
 1,024 workers on a 1,025-file repository. RLIMIT_NOFILE is raised to 8 N + 256 (run_fleet starts one
@@ -57,8 +57,9 @@ from typing import Any
 from hilbert.agent.prompts import task_of
 from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.models.types import Completion, Message, TextCallback, ToolCall, ToolSpec, Usage
+from hilbert.settings import FleetSettings, Settings
 from hilbert.store import Event, EventStore
 from hilbert.workspaces.integration import INTEGRATION
 from loop_overhead import process_cpu_s, raise_open_files, reset_peak_rss, status_kb
@@ -223,28 +224,33 @@ def failures(result: FleetResult, events: list[Event]) -> list[str]:
 
 
 async def fleet(
-    plan: Plan, steps: int, repo: Path, root: Path, run: str, store: EventStore, config: FleetConfig
+    plan: Plan, steps: int, repo: Path, root: Path, run: str, store: EventStore, settings: Settings
 ) -> tuple[FleetResult, SimulatedModel]:
     """One fleet run with a fresh simulated model (whose own CPU time it reports)."""
     model = SimulatedModel(plan, steps)
     runner = Runner.unsandboxed()
     result = await run_fleet(
-        plan, repo=repo, root=root, run=run, model=model, store=store, config=config, runner=runner
+        plan, repo=repo, root=root, run=run, model=model, store=store, settings=settings, runner=runner
     )
     return result, model
 
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     workers, steps = args.workers, args.steps
-    config = FleetConfig(
-        workers=workers, max_turns=steps + 8, merge_batch=args.merge_batch, test_command=PROJECT_TEST
+    settings = Settings.of(
+        {
+            "fleet.workers": workers,
+            "budgets.max_turns": steps + 8,
+            "fleet.merge_batch": args.merge_batch,
+            "commands.test": PROJECT_TEST,
+        }
     )
     make_repo(work / "warmup-repo", 1)
     make_repo(work / "repo", workers)
     plan = make_plan(workers)
     with EventStore.open(work / "log.db") as store:
         warm, _ = asyncio.run(
-            fleet(make_plan(1), steps, work / "warmup-repo", work / "warmup", "warmup", store, config)
+            fleet(make_plan(1), steps, work / "warmup-repo", work / "warmup", "warmup", store, settings)
         )
         if not warm.all_done:
             raise SystemExit(f"the warm-up fleet did not finish its one task: {dict(warm.states)}")
@@ -255,7 +261,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         started, wall_start = time.perf_counter(), time.time()
         if profile:
             profile.enable()
-        result, model = asyncio.run(fleet(plan, steps, work / "repo", work / "run", "bench", store, config))
+        result, model = asyncio.run(fleet(plan, steps, work / "repo", work / "run", "bench", store, settings))
         if profile:
             profile.disable()
         wall = time.perf_counter() - started
@@ -305,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16, help="tasks and concurrent workers (default 16)")
     parser.add_argument("--steps", type=int, default=6, help="model calls per agent, >= 2 (default 6)")
     parser.add_argument(
-        "--merge-batch", type=int, default=FleetConfig().merge_batch, help="the merge queue's batch size"
+        "--merge-batch", type=int, default=FleetSettings().merge_batch, help="the merge queue's batch size"
     )
     parser.add_argument("--keep", metavar="DIR", help="keep the repository, workspaces and event log here")
     parser.add_argument("--profile", metavar="FILE", help="write cProfile stats of the measured run here")

@@ -34,9 +34,10 @@ from pathlib import Path
 
 from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.models.types import Model
 from hilbert.security.sandbox import Sandbox
+from hilbert.settings import Settings
 from hilbert.skills import Skill
 from hilbert.store import EventStore
 from security_bench.cases import Case
@@ -198,12 +199,14 @@ async def run_scene(case: Case, folder: Path, *, model: Model, sandbox: Sandbox,
         scene, plan, skills = prepare(case, folder, listener)
         scene.secret = f"hilbert-canary-{secrets.token_hex(12)}"
         env = {**os.environ, SECRET_VAR: scene.secret, "PYTHONDONTWRITEBYTECODE": "1"}
-        config = FleetConfig(
-            workers=2,
-            max_attempts=1,
-            gate_rounds=3,
-            max_turns=40,
-            test_command=f"{sys.executable} -m pytest -q -p no:cacheprovider",
+        settings = Settings.of(
+            {
+                "fleet.workers": 2,
+                "fleet.max_attempts": 1,
+                "gate.rounds": 3,
+                "budgets.max_turns": 40,
+                "commands.test": f"{sys.executable} -m pytest -q -p no:cacheprovider",
+            }
         )
         with EventStore.open(scene.db) as store:
             try:
@@ -215,7 +218,7 @@ async def run_scene(case: Case, folder: Path, *, model: Model, sandbox: Sandbox,
                     model=model,
                     store=store,
                     runner=Runner(sandbox, env, policy=shell_policy),
-                    config=config,
+                    settings=settings,
                     skills=skills,
                 )
             except Exception as error:  # the canaries still read whatever the run left

@@ -15,8 +15,9 @@ from hilbert.context.repomap import repository_map
 from hilbert.context.tokens import Approximate, Tokenizer, tokenizer_for
 from hilbert.errors import UserError
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
 from hilbert.workspaces import Git
@@ -205,7 +206,7 @@ def test_every_worker_of_a_run_sends_the_same_system_prompt_with_the_map(tmp_pat
     )
     tasks = (Task(id="T1", title="one", verify="test -f done.txt"), Task(id="T2", title="two", verify="true"))
 
-    def fleet(run: str, config: FleetConfig) -> tuple[list[str], list[str]]:
+    def fleet(run: str, settings: Settings) -> tuple[list[str], list[str]]:
         """The system prompts the run's workers logged, and those the server received."""
         with FakeServer(script) as server, EventStore.open(tmp_path / f"{run}.db") as store:
             asyncio.run(
@@ -217,7 +218,7 @@ def test_every_worker_of_a_run_sends_the_same_system_prompt_with_the_map(tmp_pat
                     model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                     store=store,
                     runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
-                    config=config,
+                    settings=settings,
                 )
             )
             started = [e for e in store.events(run=run, kinds=["agent_started"]) if e.agent != "harness"]
@@ -227,13 +228,12 @@ def test_every_worker_of_a_run_sends_the_same_system_prompt_with_the_map(tmp_pat
         assert {m["role"] for m in sent} == {"system"}
         return logged, [m["content"] for m in sent]
 
-    logged, sent = fleet("r1", FleetConfig(workers=2, max_attempts=1, test_command="true"))
+    quick = {"fleet.workers": 2, "fleet.max_attempts": 1, "commands.test": "true"}
+    logged, sent = fleet("r1", Settings.of(quick))
     expected = system_prompt(repo_map(repo, base, tokenizer_for("openai:fake"), 1500))
     assert set(logged) == set(sent) == {expected} and len(sent) >= 4  # two workers, two calls each
     assert expected.startswith(SYSTEM_PROMPT + "\n\n## Repository map\n")
     assert f"commit {base[:12]}" in expected and "pkg/core.py: class Engine {start, stop}" in expected
 
-    logged, sent = fleet(
-        "r2", FleetConfig(workers=2, max_attempts=1, test_command="true", repository_map_tokens=0)
-    )
+    logged, sent = fleet("r2", Settings.of({**quick, "context.repository_map_tokens": 0}))
     assert set(logged) == set(sent) == {SYSTEM_PROMPT}

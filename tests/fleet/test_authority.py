@@ -19,10 +19,11 @@ from hilbert.commands import Runner
 from hilbert.fleet.inbox import PERSON, send
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.proposals import proposals
-from hilbert.fleet.run import FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.security.envelope import MessageKey
+from hilbert.settings import Settings
 from hilbert.store import Event, EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.policy import Conversation, Reply
@@ -119,13 +120,15 @@ async def fleet(
         lead_model=make_model(f"openai:lead@{lead.openai_base_url}", env={}),
         store=store,
         runner=Runner.unsandboxed(ENV),
-        config=FleetConfig(
-            workers=2,
-            max_attempts=1,
-            gate_rounds=1,
-            max_turns=600,
-            test_command="true",
-            approve_worker_proposals=hold,
+        settings=Settings.of(
+            {
+                "fleet.workers": 2,
+                "fleet.max_attempts": 1,
+                "gate.rounds": 1,
+                "budgets.max_turns": 600,
+                "commands.test": "true",
+                "fleet.approve_worker_proposals": hold,
+            }
         ),
     )
 

@@ -16,10 +16,11 @@ from fleet_support import ENV, git_repo, readme_repo
 from hilbert.commands import Runner
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
@@ -67,7 +68,7 @@ def test_the_lead_reassigns_a_task_a_worker_gave_up_on_and_settles_one_that_cann
                 lead_model=make_model(f"openai:fake-lead@{lead_server.openai_base_url}", env={}),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=2, max_attempts=1, gate_rounds=1),
+                settings=Settings.of({"fleet.workers": 2, "fleet.max_attempts": 1, "gate.rounds": 1}),
             )
         )
         statuses = {task: state.status for task, state in result.states.items()}
@@ -288,7 +289,9 @@ def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at
                 lead_model=make_model(f"anthropic:lead@{lead.base_url}", env={}),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=1, max_attempts=2, gate_rounds=1, test_command="true"),
+                settings=Settings.of(
+                    {"fleet.workers": 1, "fleet.max_attempts": 2, "gate.rounds": 1, "commands.test": "true"}
+                ),
             )
         )
         events = store.events(run="r")

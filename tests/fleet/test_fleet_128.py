@@ -20,9 +20,10 @@ from fleet_support import ENV, git_repo
 
 from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.fleet.scheduler import claims_overlap
 from hilbert.models import make_model
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
@@ -108,7 +109,9 @@ def test_128_workers_land_128_tasks_through_faults_conflicts_and_dependencies(tm
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}, max_attempts=8),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=WORKERS, max_attempts=4, merge_batch=16),
+                settings=Settings.of(
+                    {"fleet.workers": WORKERS, "fleet.max_attempts": 4, "fleet.merge_batch": 16}
+                ),
             )
         )
         requests = server.requests

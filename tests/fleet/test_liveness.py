@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fleet_support import ENV, readme_repo
 
 from hilbert.commands import Runner
-from hilbert.fleet.liveness import LivenessConfig, Watch, assess
+from hilbert.fleet.liveness import Watch, assess
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
 from hilbert.models.types import Completion, Message, Model, TextCallback, ToolSpec
+from hilbert.settings import LivenessSettings, Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
 
@@ -50,7 +52,7 @@ class Faulty:
 
 
 def fleet(
-    tmp_path: Path, faulty: bool, hang: bool, liveness: LivenessConfig
+    tmp_path: Path, faulty: bool, hang: bool, liveness: LivenessSettings
 ) -> tuple[Any, list[Any], list[str]]:
     """The run's result, its events, and the text of every message injected into a worker."""
     repo = readme_repo(tmp_path / "repo")
@@ -71,7 +73,10 @@ def fleet(
                 model=Faulty(model, fail_on=2, hang=hang) if faulty else model,
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=1, max_attempts=1, test_command="true", liveness=liveness),
+                settings=replace(
+                    Settings.of({"fleet.workers": 1, "fleet.max_attempts": 1, "commands.test": "true"}),
+                    liveness=liveness,
+                ),
             )
         )
         events = store.events(run="r")
@@ -80,7 +85,7 @@ def fleet(
 
 
 def test_assess_nudges_then_reports_stuck_then_restarts_and_progress_resets_it() -> None:
-    config = LivenessConfig(nudge_after_s=10, stuck_after_s=20, dead_after_s=40)
+    config = LivenessSettings(nudge_after_s=10, stuck_after_s=20, dead_after_s=40)
     watch = Watch("Noether", "T1", last_progress=100.0)
     assert assess(watch, 105, config) is None
     assert assess(watch, 111, config) == "nudge"
@@ -95,7 +100,7 @@ def test_assess_nudges_then_reports_stuck_then_restarts_and_progress_resets_it()
 
 
 def test_a_worker_whose_loop_crashes_resumes_its_conversation_in_the_same_workspace(tmp_path: Path) -> None:
-    result, events, _ = fleet(tmp_path, faulty=True, hang=False, liveness=LivenessConfig(check_s=0.1))
+    result, events, _ = fleet(tmp_path, faulty=True, hang=False, liveness=LivenessSettings(check_s=0.1))
     assert result.all_done
     started = [e for e in events if e.kind == "agent_started"]
     restarted = [e.data for e in events if e.kind == "worker_restarted"]
@@ -116,7 +121,7 @@ def test_a_worker_whose_loop_crashes_resumes_its_conversation_in_the_same_worksp
 
 
 def test_a_quiet_worker_is_nudged_reported_stuck_and_a_hung_one_restarted(tmp_path: Path) -> None:
-    liveness = LivenessConfig(check_s=0.2, nudge_after_s=1.0, stuck_after_s=2.0, dead_after_s=3.5)
+    liveness = LivenessSettings(check_s=0.2, nudge_after_s=1.0, stuck_after_s=2.0, dead_after_s=3.5)
     result, events, injected = fleet(tmp_path, faulty=True, hang=True, liveness=liveness)
     kinds = [e.kind for e in events if e.kind.startswith("worker_")]
     first = [

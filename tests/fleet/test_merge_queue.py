@@ -274,13 +274,16 @@ if pathlib.Path("src/broken_collection.py").exists():
 bad = [p.stem for p in sorted(pathlib.Path("src").glob("*.py")) if not importlib.import_module(p.stem).ok()]
 for name in bad:
     print(f"FAILED tests/test_{name}.py::test_ok - assert False")
+print(f"{len(bad)} failed, 1 passed in 0.01s" if bad else "1 passed in 0.01s")
 sys.exit(1 if bad else 0)
 """
 
 
-def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wrapped", [False, True], ids=["pytest", "make-check"])
+def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path, wrapped: bool) -> None:
     """The tip already fails (`legacy`); a candidate that fixes nothing but breaks nothing lands, one
-    that adds a failure is rejected, and an interrupted run (exit 2) never passes as 'no new failures'."""
+    that adds a failure is rejected, and an interrupted run (exit 2) never passes as 'no new failures'.
+    The same holds when the tests run through a wrapper that exits 2 on any failure (`make check`)."""
 
     async def scenario() -> None:
         p = await make_project(tmp_path)
@@ -291,7 +294,9 @@ def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path) -> None:
         )
         await p.git.run("branch", "-f", "base", "red", cwd=p.work)
         runs = tmp_path / "suite-runs.log"
-        queue = p.queue(test_command=f"echo run >> {runs} && {PY} check.py")
+        queue = p.queue(
+            test_command=f"echo run >> {runs} && {PY} check.py" + (" || exit 2" if wrapped else "")
+        )
         queue.submit(await p.candidate("harmless"))
         assert by_task(await queue.process())["harmless"].kind == "merged"
         queue.submit(await p.candidate("breaks", good=False))

@@ -13,8 +13,9 @@ from fleet_support import ENV, git_repo, readme_repo
 
 from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import SampleProject, generate_sample_project
@@ -54,7 +55,7 @@ def test_three_workers_fix_three_modules_and_the_integration_branch_is_green(tmp
                 model=model,
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=3),
+                settings=Settings.of({"fleet.workers": 3}),
             )
         )
         assert result.all_done, (seed, result.states, result.stuck)
@@ -175,7 +176,9 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
                 model=Damaging(make_model(f"openai:fake@{server.openai_base_url}", env={})),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=1, max_attempts=2, test_command="test -f README.md"),
+                settings=Settings.of(
+                    {"fleet.workers": 1, "fleet.max_attempts": 2, "commands.test": "test -f README.md"}
+                ),
             )
         )
         harness = store.events(run="r", agent="harness")
@@ -222,7 +225,7 @@ def test_a_task_budget_in_the_plan_bounds_each_attempt(tmp_path: Path) -> None:
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                config=FleetConfig(workers=2, max_attempts=1, test_command="true"),
+                settings=Settings.of({"fleet.workers": 2, "fleet.max_attempts": 1, "commands.test": "true"}),
             )
         )
         attempted = {e.data["task"]: e.data for e in store.events(run="r", kinds=["task_attempted"])}

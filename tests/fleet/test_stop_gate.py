@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hilbert.agent.loop import run_agent
 from hilbert.agent.tools import ToolBox
-from hilbert.commands import Runner, command_env
+from hilbert.commands import Runner, Timeouts, command_env
 from hilbert.fleet.plan import Task
 from hilbert.fleet.stop_gate import StopGate
 from hilbert.models import make_model
@@ -64,7 +67,13 @@ class Gated:
 
 
 def gated_agent(
-    tmp_path: Path, task: Task, turns: list[dict[str, Any]], *, worker: str = "gauss", **gate: Any
+    tmp_path: Path,
+    task: Task,
+    turns: list[dict[str, Any]],
+    *,
+    worker: str = "gauss",
+    verify_s: float = 600.0,
+    **gate: Any,
 ) -> Gated:
     """Run a scripted agent on a fresh copy of the repository, gated by a `StopGate(**gate)`."""
     make_repo(tmp_path / "repo")
@@ -80,7 +89,9 @@ def gated_agent(
             lambda kind, data: events.append((kind, data)),
             git=Git(home=tmp_path / "run" / "home"),
             scratch=tmp_path / "run" / "scratch",
-            runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
+            runner=Runner.unsandboxed(
+                command_env(hilbert_python_first=True), timeouts=Timeouts(verify_s=verify_s)
+            ),
             **gate,
         )
         with (
@@ -137,6 +148,25 @@ def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) ->
     run = gated_agent(tmp_path, task, [finish("a"), finish("b"), finish("c")], worker="noether", max_rounds=2)
     result = run.result
     assert result.status == "halted" and "still refuses after 2 rounds" in result.reason and result.turns == 2
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason"),
+    [
+        ({"verify_s": 1.0}, "verify: `sleep 60` → timed out after 1 s (timeouts.verify_s)"),  # one command
+        ({"verify_s": 60.0, "gate_timeout_s": 1.0}, "gate: the stop gate ran past timeouts.gate_s = 1 s"),
+    ],
+)
+def test_a_verify_that_hangs_is_cut_off_by_the_timeouts_and_the_worker_told(
+    tmp_path: Path, limits: dict[str, float], reason: str
+) -> None:
+    task = Task(id="T1", title="fix add", verify="sleep 60")
+    started = time.monotonic()
+    run = gated_agent(tmp_path, task, [finish("done")], max_rounds=1, **limits)
+    assert time.monotonic() - started < 50  # not the verify's whole minute
+    verdicts = [data for kind, data in run.events if kind == "gate_verdict"]
+    assert [v["verdict"] for v in verdicts] == ["not_done"] and verdicts[0]["reasons"] == [reason]
+    assert run.result.status == "halted" and reason in run.result.reason
 
 
 def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_real_fix_lands(
@@ -205,7 +235,8 @@ def _one_task_fleet(
     tmp_path: Path, task: Task, turns: list[dict[str, Any]], **fleet: Any
 ) -> tuple[Any, list[Any]]:
     from hilbert.fleet.plan import Plan
-    from hilbert.fleet.run import FleetConfig, run_fleet
+    from hilbert.fleet.run import run_fleet
+    from hilbert.settings import Settings
 
     make_repo(tmp_path / "repo")
     with FakeServer(ScriptedPolicy.from_turns(turns)) as server, EventStore.open(tmp_path / "l.db") as store:
@@ -218,7 +249,9 @@ def _one_task_fleet(
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                 store=store,
                 runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
-                config=FleetConfig(workers=1, max_attempts=1, gate_rounds=1, test_command="true"),
+                settings=Settings.of(
+                    {"fleet.workers": 1, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": "true"}
+                ),
                 **fleet,
             )
         )

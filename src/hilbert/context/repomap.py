@@ -30,11 +30,12 @@ from pathlib import Path, PurePosixPath
 from hilbert.context.tokens import Tokenizer
 from hilbert.errors import UserError
 from hilbert.security.envelope import defang
+from hilbert.settings import MIN_REPOSITORY_MAP_TOKENS
 from hilbert.workspaces import Git
 
 MAX_BLOB_BYTES = 200_000  # a Python file larger than this is named, not parsed
 PATH_SHARE = 0.6  # of the budget, the most the paths may take when there are definitions to add
-MIN_BUDGET = 100  # tokens: the header and the notes need about half of it
+MIN_BUDGET = MIN_REPOSITORY_MAP_TOKENS  # tokens: the header and the notes need about half of it
 NOTE_RESERVE = 60  # tokens kept back for the lines that say what was left out
 BATCH = 256  # Python blobs read per `git cat-file` process
 PYTHON = (".py", ".pyi")

@@ -39,6 +39,7 @@ from hilbert.context.render import TokenCache
 from hilbert.context.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
 from hilbert.errors import UserError
 from hilbert.models.types import Message
+from hilbert.settings import ContextSettings
 
 SPECS: tuple[str, ...] = (
     "none",
@@ -54,7 +55,7 @@ SPECS: tuple[str, ...] = (
     "hybrid:10,10,32000",
     "hybrid:20,20,32000",
 )
-DEFAULT = "forget:2,20000"  # chosen by the replay benchmark: why, in docs/bench.md
+DEFAULT = ContextSettings().strategy  # the settings' default, chosen by the replay benchmark (docs/bench.md)
 MAX_TRACKED = 16  # conversations a Compactor keeps a memo for
 _SAVED = re.compile(r"the whole output is in (\S+?)(?: \(cut at [\d,]+ bytes\))?\]")
 

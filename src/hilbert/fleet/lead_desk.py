@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostPool, SharedCostLimit, TurnLimit
@@ -37,12 +37,10 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.fleet.steering import SteeringTools
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
 from hilbert.workspaces.integration import Integration
-
-if TYPE_CHECKING:
-    from hilbert.fleet.run import FleetConfig
 
 DECISIONS_POLL_S = 1.0  # how often the run looks for the person's decisions on held proposals
 
@@ -52,7 +50,7 @@ class LeadDesk:
     plan: Plan
     tasks: dict[str, Task]
     states: dict[str, TaskState]
-    config: FleetConfig
+    settings: Settings
     lead_model: Model | None
     store: EventStore
     run: str
@@ -80,7 +78,7 @@ class LeadDesk:
             self.lead_model is not None
             and not stopping
             and not stop_requested(self.store, self.run, LEAD)
-            and self.lead_sessions < self.config.lead_sessions
+            and self.lead_sessions < self.settings.fleet.lead_sessions
         )
 
     async def consult_lead(self, escalated: list[str]) -> AgentResult:
@@ -98,9 +96,9 @@ class LeadDesk:
             checkout.work_tree,
             self,
             runner=self.runner,
-            max_reopens=self.config.max_reopens,
+            max_reopens=self.settings.fleet.max_reopens,
             read=lambda: inbox.read,
-            hold_widening=self.config.approve_worker_proposals,
+            hold_widening=self.settings.fleet.approve_worker_proposals,
         )
         spend = SharedCostLimit(self.cost)
         try:
@@ -111,7 +109,7 @@ class LeadDesk:
                 model=self.lead_model,
                 toolbox=tools,
                 store=self.store,
-                policies=[TurnLimit(self.config.lead_turns), spend, inbox],
+                policies=[TurnLimit(self.settings.fleet.lead_turns), spend, inbox],
             )
             spend.settle(result.cost_usd)
         finally:
@@ -238,7 +236,7 @@ class LeadDesk:
             return
         if proposal.status != "approved":
             return
-        tools = SteeringTools(self, max_reopens=self.config.max_reopens, approved=proposal.id)
+        tools = SteeringTools(self, max_reopens=self.settings.fleet.max_reopens, approved=proposal.id)
         try:
             tools.call(proposal.action, dict(proposal.arguments))
         except UserError as refused:

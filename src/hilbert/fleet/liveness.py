@@ -7,7 +7,8 @@ next turn boundary. After `stuck_after_s` it is reported stuck (an event; `hilbe
 After `dead_after_s` with no heartbeat at all it is treated as dead, like a worker whose task crashed:
 it is restarted from its workspace and its conversation rebuilt from the log, not from scratch, up to
 `restarts` times per attempt. Decisions are pure (`assess`); `watch` is the fleet's loop that applies
-them (the restart itself is the fleet's: it owns the workers' loops).
+them (the restart itself is the fleet's: it owns the workers' loops). The thresholds are the
+settings' `liveness` section (`hilbert.settings.LivenessSettings`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from hilbert.fleet.inbox import HARNESS, send
 from hilbert.security.envelope import MessageKey
+from hilbert.settings import LivenessSettings
 from hilbert.store import EventStore
 
 Decision = Literal["nudge", "stuck", "restart"]
@@ -27,15 +29,6 @@ NUDGE = (
     "Reminder: the harness has seen no progress from you for {minutes} — no model call, no tool result. "
     "If something blocks you, say what; otherwise run `{verify}` and carry on with the task."
 )
-
-
-@dataclass(frozen=True)
-class LivenessConfig:
-    check_s: float = 10.0  # how often the fleet looks
-    nudge_after_s: float = 300.0
-    stuck_after_s: float = 600.0
-    dead_after_s: float = 1800.0  # no heartbeat at all: hung, restarted like a crash
-    restarts: int = 2  # per attempt, for crashes and hangs together
 
 
 @dataclass
@@ -54,7 +47,7 @@ class Watch:
             self.last_progress, self.nudged, self.stuck = at, False, False
 
 
-def assess(watch: Watch, now: float, config: LivenessConfig) -> Decision | None:
+def assess(watch: Watch, now: float, config: LivenessSettings) -> Decision | None:
     """The one thing to do about `watch` now, if any (each of nudge and stuck once per quiet spell).
     A worker whose stop the harness is judging is not quiet: the gate's commands may take minutes."""
     if watch.busy():
@@ -80,7 +73,7 @@ async def watch(
     store: EventStore,
     run: str,
     watches: dict[str, Watch],
-    config: LivenessConfig,
+    config: LivenessSettings,
     *,
     verify_of: Callable[[str], str],
     record: Callable[[str, dict[str, Any]], None],
@@ -113,7 +106,7 @@ def _look(
     store: EventStore,
     run: str,
     watches: dict[str, Watch],
-    config: LivenessConfig,
+    config: LivenessSettings,
     seen: int,
     *,
     verify_of: Callable[[str], str],
@@ -147,4 +140,4 @@ def _look(
     return seen
 
 
-__all__ = ["NUDGE", "Decision", "LivenessConfig", "Watch", "assess", "minutes", "watch"]
+__all__ = ["NUDGE", "Decision", "Watch", "assess", "minutes", "watch"]

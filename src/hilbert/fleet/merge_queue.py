@@ -32,6 +32,7 @@ Every step is reported through `record(kind, data)`; the kinds are the constants
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ MERGE_BISECT = "merge_bisect"
 MERGED = "merged"
 MERGE_REJECTED = "merge_rejected"
 MERGE_REQUEUED = "merge_requeued"
+# pytest's last line when tests failed and the run went to the end: "2 failed, 29 passed in 0.22s"
+_FAILED_SUMMARY = re.compile(r"^=*\s*\d+ failed\b.* in [\d.]+s\b", re.MULTILINE)
 
 OutcomeKind = Literal["merged", "conflict", "rejected", "requeued"]
 
@@ -244,7 +247,7 @@ class MergeQueue:
                 },
             )
             return CheckResult(build.commit, run)
-        self.record(MERGE_CHECKS_PASSED, {"tasks": tasks, "commit": build.commit})
+        self.record(MERGE_CHECKS_PASSED, {"tasks": tasks, "commit": build.commit, "commands": commands})
         return CheckResult(build.commit, None)
 
     async def _no_new_failures(self, build: Build, run: CommandRun) -> bool:
@@ -252,14 +255,16 @@ class MergeQueue:
         cannot demand a green suite from each merge: the bar is *no new failures*. That needs a test
         runner that names its failures (pytest's `FAILED id` / `ERROR id` lines, read from the whole
         output) and that ran to the end (exit 1: tests failed; not 2+: interrupted, collection errors,
-        usage). With any other runner or outcome, or when the tip is green, the command must pass."""
+        usage — unless a wrapper such as `make check` turned pytest's 1 into its own code, and the output
+        ends with pytest's summary of failed tests). With any other runner or outcome, or when the tip is
+        green, the command must pass."""
         failing = run.failures
-        if run.timed_out or run.returncode != 1 or not failing:
+        if not failing or not _ran_to_the_end(run):
             return False
         if build.base not in self._baselines:
             await self._scratch.reset(build.base)
             baseline = await self._scratch.run(self.test_command)
-            usable = baseline.returncode == 1 and not baseline.timed_out and baseline.failures
+            usable = _ran_to_the_end(baseline) and baseline.failures
             self._baselines[build.base] = baseline.failures if usable else None
             await self._scratch.reset(build.commit)
         before = self._baselines[build.base]
@@ -292,3 +297,12 @@ class MergeQueue:
 
 def _ids(candidates: list[Candidate] | tuple[Candidate, ...]) -> list[str]:
     return [c.task_id for c in candidates]
+
+
+def _ran_to_the_end(run: CommandRun) -> bool:
+    """The tests ran to the end and some failed: pytest's exit 1, or a wrapper's failure (make exits 2)
+    over output whose summary says tests failed and that was not interrupted."""
+    if run.timed_out or run.returncode <= 0:
+        return False
+    summary = _FAILED_SUMMARY.search(run.output)
+    return run.returncode == 1 or (summary is not None and "Interrupted" not in run.output)

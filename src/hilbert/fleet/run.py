@@ -23,7 +23,7 @@ import os
 import resource
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,11 @@ from hilbert.agent import prompts
 from hilbert.agent.policies import COST_CAP, AgentResult, CostPool
 from hilbert.commands import Runner
 from hilbert.context.repomap import repository_map
-from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
 from hilbert.context.tokens import tokenizer_for
 from hilbert.errors import UserError
 from hilbert.fleet.inbox import HARNESS, LEAD, STOPPED_BY_PERSON, Inbox, stop_requested
 from hilbert.fleet.lead_desk import LeadDesk
-from hilbert.fleet.liveness import LivenessConfig, Watch, watch
+from hilbert.fleet.liveness import Watch, watch
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.plan import Plan
@@ -46,30 +45,11 @@ from hilbert.fleet.worker_desk import WorkerDesk
 from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
+from hilbert.settings import Settings
 from hilbert.skills import Skill
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
 from hilbert.workspaces.integration import Integration
-
-
-@dataclass(frozen=True)
-class FleetConfig:
-    workers: int = 4  # agents thinking at once
-    max_attempts: int = 2  # per task, before it goes to the lead
-    gate_rounds: int = 3  # finish → stop gate → back with reasons, per attempt
-    max_turns: int = 60  # per attempt
-    merge_batch: int = 8
-    test_command: str = "python -m pytest -q"
-    max_cost_usd: float = 50.0  # the whole run's cap; workers halt (work kept) once it is spent
-    lead_turns: int = 30  # per session of the lead answering escalations
-    max_reopens: int = 2  # times the lead may reopen (reassign or split) one task
-    lead_sessions: int = 20  # the most sessions of the lead per run; later escalations stay escalated
-    escalations_per_session: int = 20  # the rest wait for the next session
-    liveness: LivenessConfig = field(default_factory=LivenessConfig)  # nudge, stuck, restart the dead
-    approve_worker_proposals: bool = True  # a lead that read a worker's message may not widen work alone
-    context: str = DEFAULT_CONTEXT  # how each worker's context is compacted (hilbert.context.strategies)
-    # the repository map in every worker's system prompt (hilbert.context.repomap), in tokens; 0: none
-    repository_map_tokens: int = 1500
 
 
 @dataclass(frozen=True)
@@ -92,8 +72,8 @@ async def run_fleet(
     run: str,
     model: Model,
     store: EventStore,
+    settings: Settings,
     runner: Runner,
-    config: FleetConfig = FleetConfig(),
     lead_model: Model | None = None,
     judge_model: Model | None = None,
     panel: Panel | None = None,
@@ -106,11 +86,12 @@ async def run_fleet(
     relative to `heldout_root` (the plan's folder). Every command of a worker, of the lead, of the stop
     gate and of the merge checks goes through `runner`, with the run's folder hidden (other workspaces,
     git dirs, the message key) and the rest of the machine, the person's repository included,
-    read-only. `skills`
-    are given to every worker with its task (until the skills loader, a later issue, indexes them)."""
-    _allow_open_files(16 * config.workers + 256)
+    read-only. `skills` are given to every worker with its task (until the skills loader, a later
+    issue, indexes them). `settings` is the run's whole configuration: its `fleet`, `budgets`, `gate`,
+    `liveness`, `context`, `commands` and `timeouts` sections (the models, panel and runner come built)."""
+    _allow_open_files(16 * settings.fleet.workers + 256)
     heldout = _heldout_folders(plan, Path(repo).absolute(), heldout_root or Path.cwd())
-    fleet = _Fleet(plan, root, run, model, store, config, runner, lead_model)
+    fleet = _Fleet(plan, root, run, model, store, settings, runner, lead_model)
     fleet.judge_model, fleet.panel, fleet.heldout, fleet.skills = judge_model, panel, heldout, tuple(skills)
     return await fleet.go(Path(repo).absolute())
 
@@ -154,7 +135,7 @@ class _Fleet(LeadDesk, WorkerDesk):
         run: str,
         model: Model,
         store: EventStore,
-        config: FleetConfig,
+        settings: Settings,
         runner: Runner,
         lead_model: Model | None = None,
     ) -> None:
@@ -165,7 +146,7 @@ class _Fleet(LeadDesk, WorkerDesk):
             model,
             store,
         )
-        self.config, self.lead_model = config, lead_model
+        self.settings, self.lead_model = settings, lead_model
         self.runner = runner.hiding(self.root)  # the run's folder hidden; the repository stays, read-only
         self.answered: set[str] = set()  # escalations the lead was shown (or that are not the lead's)
         self.stopped: set[str] = set()  # tasks the person or the cost cap stopped: not the lead's to reopen
@@ -180,7 +161,7 @@ class _Fleet(LeadDesk, WorkerDesk):
         self.names_used: list[str] = []
         self.git = Git(home=self.root / "home")
         self.integration = Integration(self.root / "integration.git", self.git)  # made by `go`
-        self.cost = CostPool(config.max_cost_usd)
+        self.cost = CostPool(settings.fleet.max_cost_usd)
         self.feedback: dict[str, str] = {}  # why a task's last attempt did not land, for the next one
         self.judge_model: Model | None = None
         self.watches: dict[str, Watch] = {}  # running task -> what liveness knows of its worker
@@ -211,30 +192,32 @@ class _Fleet(LeadDesk, WorkerDesk):
     async def go(self, repo: Path) -> FleetResult:
         (self.root / "home").mkdir(parents=True, exist_ok=True)
         self.integration = await Integration.create(repo, self.integration.path, self.git)
-        if self.config.repository_map_tokens:  # once per run, at its base: one prefix for every worker
+        if self.settings.context.repository_map_tokens:  # once per run, at its base: one prefix for all
             self.system_prompt = prompts.system_prompt(
                 await repository_map(
                     self.integration.path,
                     await self.integration.tip(),
                     tokenizer=tokenizer_for(self.model.name),
                     git=self.git,
-                    budget=self.config.repository_map_tokens,
+                    budget=self.settings.context.repository_map_tokens,
                 )
             )
         self.workspaces = Workspaces(self.root, self.integration.path)
         self.queue = MergeQueue(
             self.integration,
             self.root / "merge-scratch",
-            test_command=self.config.test_command,
+            test_command=self.settings.commands.test,
             record=self.record,
             runner=self.runner,
-            max_batch=self.config.merge_batch,
+            max_batch=self.settings.fleet.merge_batch,
         )
         self.record(
             "fleet_started",
             {
                 "tasks": [t.id for t in self.plan.tasks],
-                "workers": self.config.workers,
+                "workers": self.settings.fleet.workers,
+                "test_command": self.settings.commands.test,
+                "max_cost_usd": self.settings.fleet.max_cost_usd,
                 "model": self.model.name,
                 "integration": str(self.integration.path),
                 "sandbox": self.runner.describe(),
@@ -252,7 +235,7 @@ class _Fleet(LeadDesk, WorkerDesk):
                 self.store,
                 self.run,
                 self.watches,
-                self.config.liveness,
+                self.settings.liveness,
                 verify_of=lambda task_id: self.tasks[task_id].verify,
                 record=self.record,
                 restart=self.restart,
@@ -264,7 +247,7 @@ class _Fleet(LeadDesk, WorkerDesk):
             while True:  # until nothing runs and nothing can start
                 stopping = stop_requested(self.store, self.run) or self.cost.spent_usd >= self.cost.max_usd
                 for task_id in (
-                    [] if stopping else ready(self.plan, self.states, max_running=self.config.workers)
+                    [] if stopping else ready(self.plan, self.states, max_running=self.settings.fleet.workers)
                 ):
                     name = allocate(1, taken=self.names_used)[0]
                     self.names_used.append(name.id)
@@ -277,7 +260,7 @@ class _Fleet(LeadDesk, WorkerDesk):
                     t for t, s in self.states.items() if s.status == "escalated" and t not in self.answered
                 ]
                 if leading is None and unanswered and self.lead_may_act(stopping):
-                    batch = unanswered[: self.config.escalations_per_session]
+                    batch = unanswered[: self.settings.fleet.escalations_per_session]
                     leading = asyncio.create_task(self.consult_lead(batch))
                 waiting = set(running) | {task for task in (merging, leading) if task is not None}
                 if not waiting:
@@ -364,7 +347,7 @@ class _Fleet(LeadDesk, WorkerDesk):
         self.feedback[task_id] = why
         self.set_state(task_id, status="failed")
         decision = after_failure(
-            self.tasks[task_id], self.states[task_id], max_attempts=self.config.max_attempts
+            self.tasks[task_id], self.states[task_id], max_attempts=self.settings.fleet.max_attempts
         )
         self.states[task_id] = decision.state
         self.record(

@@ -34,7 +34,7 @@ from hilbert.commands import Runner
 from hilbert.fleet.originals import copy_in, original
 from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
-from hilbert.judge.gate import GateResult, Step, run_gate
+from hilbert.judge.gate import GateResult, Step, decide, run_gate
 from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
 from hilbert.models.types import Message, Model
 from hilbert.security.envelope import defang
@@ -95,10 +95,12 @@ class StopGate(Policy):
         panel: Panel | None = None,
         cost: CostPool | None = None,
         max_rounds: int = 3,
+        gate_timeout_s: float = 3600.0,
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.judge, self.heldout = git, scratch, judge, heldout
         self.max_rounds, self.panel = max_rounds, panel
+        self.gate_timeout_s = gate_timeout_s  # the whole gate on one claim, waits for command slots included
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
         self.runner = runner  # the gate runs the worker's code (its tests): the workers' runner
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
@@ -173,22 +175,27 @@ class StopGate(Policy):
             self.record("gate_running", {**self.where(commit), "step": step, "elapsed_s": round(elapsed_s)})
 
         try:
-            return await run_gate(
-                self.checkout.git_dir,
-                self.checkout.base,
-                commit,
-                verify=self.task.verify,
-                scratch=scratch,
-                git=self.git,
-                runner=self.runner,
-                heldout=self.heldout,
-                allow=Allowances(self.task.allow_test_edits),
-                judge=self.judge,
-                task=_task_text(self.task),
-                claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
-                on_step=recorded,
-                on_wait=running,
-            )
+            async with asyncio.timeout(self.gate_timeout_s):  # each command has its own: timeouts.verify_s
+                return await run_gate(
+                    self.checkout.git_dir,
+                    self.checkout.base,
+                    commit,
+                    verify=self.task.verify,
+                    scratch=scratch,
+                    git=self.git,
+                    runner=self.runner,
+                    heldout=self.heldout,
+                    allow=Allowances(self.task.allow_test_edits),
+                    judge=self.judge,
+                    task=_task_text(self.task),
+                    claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
+                    on_step=recorded,
+                    on_wait=running,
+                )
+        except TimeoutError:  # a step hung past the gate's own limit: not a verdict on the work
+            step = Step("gate", False, f"the stop gate ran past timeouts.gate_s = {self.gate_timeout_s:g} s")
+            recorded(step)
+            return decide((step,), None)
         finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
             await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True))
 

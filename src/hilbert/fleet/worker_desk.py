@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, CostLimit, CostPool, SharedCostLimit, TurnLimit
@@ -29,13 +29,11 @@ from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.stop_gate import Panel, StopGate
 from hilbert.models.types import Model
 from hilbert.security.envelope import ENVELOPE_RULES, MessageKey, defang
+from hilbert.settings import Settings
 from hilbert.skills import Skill
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout, Git, Workspaces
 from hilbert.workspaces.integration import Integration
-
-if TYPE_CHECKING:
-    from hilbert.fleet.run import FleetConfig
 
 WORKER_TASK = """Task {id}: {title}
 The task is done when `{verify}` passes. Change only what the task needs{claims}.
@@ -51,7 +49,7 @@ class WorkerDesk:
     root: Path
     model: Model
     store: EventStore
-    config: FleetConfig
+    settings: Settings
     git: Git
     integration: Integration
     workspaces: Workspaces
@@ -95,7 +93,8 @@ class WorkerDesk:
             heldout=self.heldout.get(task.id),
             panel=self.panel,
             cost=self.cost,
-            max_rounds=self.config.gate_rounds,
+            max_rounds=self.settings.gate.rounds,
+            gate_timeout_s=self.settings.timeouts.gate_s,
         )
         claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
         prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
@@ -168,12 +167,12 @@ class WorkerDesk:
                     store=self.store,
                     history=history,
                     policies=[
-                        TurnLimit(budget.turns or self.config.max_turns),
+                        TurnLimit(budget.turns or self.settings.budgets.max_turns),
                         *([CostLimit(budget.usd)] if budget.usd else []),
                         spend,
                         inbox,
                         Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                        compaction_for(self.config.context, model=self.model, store=self.store),
+                        compaction_for(self.settings.context.strategy, model=self.model, store=self.store),
                         gate,
                     ],
                 )
@@ -186,14 +185,14 @@ class WorkerDesk:
                 current = asyncio.current_task()
                 if (current and current.cancelling()) or task.id not in self.restart_wanted:
                     raise
-                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                if restarts >= self.settings.liveness.restarts or not await self.usable(checkout):
                     raise RunError(
                         f"{name.display} hung and cannot be restarted", hint="see its log"
                     ) from None
-                why = f"no heartbeat for {minutes(self.config.liveness.dead_after_s)}"
+                why = f"no heartbeat for {minutes(self.settings.liveness.dead_after_s)}"
             except Exception as crash:
                 spend.settle(self.stopped_cost(name.display))
-                if restarts >= self.config.liveness.restarts or not await self.usable(checkout):
+                if restarts >= self.settings.liveness.restarts or not await self.usable(checkout):
                     raise
                 why = f"{type(crash).__name__}: {crash}"
             else:

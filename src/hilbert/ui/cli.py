@@ -1,10 +1,12 @@
 """The `hilbert` command line: the only place that prints errors for a person.
 
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`,
-`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`) and
-the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`). Each builds `Settings` once
-and passes it down; `asyncio.run` happens in the commands, nowhere deeper. A `HilbertError` becomes
-one line `hilbert: error: ...` with its hint and exit status 2; never a traceback.
+`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`),
+the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`) and `config` (every setting and
+its source, `hilbert.ui.config_command`). Each builds `Settings` once (`load_settings`: its flags on
+top of `HILBERT_*`, `hilbert.toml` and the defaults) and passes it down; `asyncio.run` happens in
+the commands, nowhere deeper. A `HilbertError` becomes one line `hilbert: error: ...` with its hint
+and exit status 2; never a traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import click
 from hilbert.errors import HilbertError, RunError, UserError
 from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
+from hilbert.ui.config_command import load_settings
 
 
 class _Cli(click.Group):
@@ -109,13 +112,11 @@ def agent(task: str, workspace: Path, name: str, context: str | None, **options:
     from hilbert.ui.edge import command_runner
     from hilbert.ui.run_agent import run_one_agent
 
-    settings = Settings.load(options)
+    settings = load_settings(context=context, **options)
     runner = command_runner(settings)  # fails closed before the model is asked anything
     run = f"run-{uuid.uuid4().hex[:8]}"
     result = asyncio.run(
-        run_one_agent(
-            settings, task=task, workspace=workspace, name=name, run=run, context=context, runner=runner
-        )
+        run_one_agent(settings, task=task, workspace=workspace, name=name, run=run, runner=runner)
     )
     if result.status == "error":  # the model failed for good: say what to do, in one line
         raise RunError(result.reason)
@@ -226,11 +227,10 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
     from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import default_plan_path, plan_command
 
-    settings = Settings.load(options)
+    settings = load_settings(**options)
     runner = command_runner(settings)
-    asyncio.run(
-        plan_command(settings, goal, repo, out or default_plan_path(repo), runner=runner, force=force)
-    )
+    out = out or default_plan_path(repo)
+    asyncio.run(plan_command(settings, goal, repo, out, runner=runner, force=force))
 
 
 @cli.command()
@@ -255,28 +255,18 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
     help="How workers' contexts are compacted: none, mask:M,P, forget:K,B, summary:B or hybrid:M,P,B.",
 )
 @_UNSANDBOXED
-@click.option(
-    "--workers", type=click.IntRange(1, 1024), default=4, show_default=True, help="Workers thinking at once."
-)
+@click.option("--workers", type=click.IntRange(1, 1024), help="Workers thinking at once (default 4).")
 @click.option(
     "--max-cost",
     "run_cost",
     type=float,
-    default=50.0,
-    show_default=True,
-    help="The whole run's cost cap in USD: workers halt (work kept) once it is spent.",
+    help="The whole run's cost cap in USD (default 50): workers halt (work kept) once it is spent.",
+)
+@click.option(
+    "--test-command", help='The project\'s tests, run by the merge queue (default "python -m pytest -q").'
 )
 @_DB
-def run(
-    goal: str | None,
-    plan_file: Path | None,
-    yes: bool,
-    force: bool,
-    repo: Path,
-    workers: int,
-    run_cost: float,
-    **options: Any,
-) -> None:
+def run(goal: str | None, plan_file: Path | None, yes: bool, force: bool, repo: Path, **options: Any) -> None:
     """Carry out a plan (--plan PLAN.md, or GOAL: the lead plans it first) with named workers;
     verified work lands on hilbert/integration."""
     from hilbert.ui.edge import command_runner
@@ -289,7 +279,7 @@ def run(
         )
     if yes and goal is None:
         raise UserError("--yes goes with a GOAL (plan, then run without asking)", hint="drop --yes")
-    settings = Settings.load(options)
+    settings = load_settings(**options)
     runner = command_runner(settings)  # fails closed before the lead spends anything
     if goal is not None:
         plan_file = default_plan_path(repo)
@@ -307,9 +297,7 @@ def run(
                 hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
             )
     assert plan_file is not None
-    result = asyncio.run(
-        run_command(settings, plan_file, repo, runner=runner, workers=workers, max_cost_usd=run_cost)
-    )
+    result = asyncio.run(run_command(settings, plan_file, repo, runner=runner))
     sys.exit(0 if result.all_done else 1)
 
 
@@ -504,14 +492,16 @@ def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: boo
         print_log(store, run=run_id or (runs[-1] if runs else None), agent=agent_name, follow=follow)
 
 
-def _add_judge_commands() -> None:
+def _add_commands() -> None:
+    from hilbert.ui.config_command import config
     from hilbert.ui.judge_commands import hook, judge
 
     cli.add_command(judge)
     cli.add_command(hook)
+    cli.add_command(config)
 
 
-_add_judge_commands()
+_add_commands()
 
 
 def main() -> None:

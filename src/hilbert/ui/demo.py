@@ -20,7 +20,7 @@ from hilbert.commands import command_env
 from hilbert.errors import UserError
 from hilbert.models import PriceTable, make_model
 from hilbert.security.redact import Redactor
-from hilbert.settings import Settings
+from hilbert.settings import BudgetSettings, Settings
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.edge import command_runner
@@ -55,7 +55,7 @@ async def run_demo(directory: Path, *, seed: int | None, protocol: str, unsandbo
             home=directory,
             db=directory / "hilbert.db",
             model=model_name,
-            max_turns=40,
+            budgets=BudgetSettings(max_turns=40),
             unsandboxed=unsandboxed,
         )
         prices = PriceTable.default().with_overrides({"fake-engineer": SONNET_LIKE_PRICE})

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from hilbert.commands import Runner
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.run import FleetConfig, run_fleet
+from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
+from hilbert.settings import CommandSettings, FleetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 
@@ -46,7 +47,9 @@ async def run_attack_scene(directory: Path, db: Path, *, runner: Runner, echo: C
             model=model,
             store=store,
             runner=runner,
-            config=FleetConfig(workers=2, max_attempts=1, test_command="true"),
+            settings=Settings(
+                fleet=FleetSettings(workers=2, max_attempts=1), commands=CommandSettings(test="true")
+            ),
         )
         sent = [e.data for e in store.events(run=run, kinds=["agent_message"])]
         delivered = [

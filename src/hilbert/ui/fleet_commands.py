@@ -12,6 +12,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -19,18 +20,13 @@ import click
 from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.commands import Runner
-from hilbert.context.render import TokenCache
-from hilbert.context.repomap import MIN_BUDGET as MIN_MAP_TOKENS
-from hilbert.context.strategies import DEFAULT as DEFAULT_CONTEXT
-from hilbert.context.strategies import strategy_named
-from hilbert.context.tokens import Approximate
 from hilbert.errors import UserError
 from hilbert.fleet.inbox import PERSON
 from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.proposals import pending_lines
-from hilbert.fleet.run import HARNESS, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import HARNESS, FleetResult, run_fleet
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
@@ -47,9 +43,9 @@ from hilbert.workspaces.integration import INTEGRATION
 
 LEAD_TASK = """Goal: {goal}
 
-Explore the repository with your read-only tools (run its tests), then call write_plan with a plan of
-small, independent tasks: each with the files it expects to change (claims) and a `verify` command that
-proves it done. Then finish."""
+Explore the repository with your read-only tools (run its tests: `{test_command}`), then call
+write_plan with a plan of small, independent tasks: each with the files it expects to change (claims)
+and a `verify` command that proves it done. Then finish."""
 
 
 def model_from(settings: Settings, *, lead: bool = False) -> Model:
@@ -66,8 +62,8 @@ def model_named(settings: Settings, name: str) -> Model:
     return make_model(
         name,
         prices=prices,
-        timeout_s=settings.model_timeout_s,
-        max_attempts=settings.model_max_attempts,
+        timeout_s=settings.timeouts.model_s,
+        max_attempts=settings.budgets.model_max_attempts,
     )
 
 
@@ -85,13 +81,12 @@ def gate_models(settings: Settings) -> tuple[Model | None, Panel | None]:
                 hint="name a judge of another family, or map its endpoint to its family under [families]",
             )
         judge = model_named(settings, settings.judge_model)
-    if not settings.reviewers:
+    panel = settings.panel
+    if not panel.reviewers:
         return judge, None
-    names = choose_reviewers(
-        settings.reviewers, m=settings.panel_size, exclude_family=own, families=settings.families
-    )
+    names = choose_reviewers(panel.reviewers, m=panel.size, exclude_family=own, families=settings.families)
     reviewers = make_reviewers([model_named(settings, name) for name in names], settings.families)
-    policy = PanelPolicy("paths", settings.panel_paths) if settings.panel_paths else PanelPolicy()
+    policy = PanelPolicy("paths", panel.paths) if panel.paths else PanelPolicy()
     return judge, Panel(tuple(reviewers), policy)
 
 
@@ -131,9 +126,10 @@ async def plan_command(
     folder = settings.home / "plans" / run
     git = Git(home=folder / "home")
     (folder / "home").mkdir(parents=True, exist_ok=True)
+    lead_shell = replace(runner.timeouts, shell_s=settings.timeouts.lead_shell_s)  # it runs whole suites
     try:
         async with disposable_checkout(repo, folder / "checkout", git) as checkout:
-            tools = PlanningToolBox(checkout.path, out, runner=runner)
+            tools = PlanningToolBox(checkout.path, out, runner=replace(runner, timeouts=lead_shell))
             with EventStore.open(settings.db_path) as store:
                 echo(
                     f"run {run}: the lead plans on {model.name} in a checkout of {repo} at "
@@ -143,11 +139,11 @@ async def plan_command(
                     result = await run_agent(
                         run=run,
                         agent="lead",
-                        task=LEAD_TASK.format(goal=goal),
+                        task=LEAD_TASK.format(goal=goal, test_command=settings.commands.test),
                         model=model,
                         toolbox=tools,
                         store=store,
-                        policies=[TurnLimit(settings.max_turns)],
+                        policies=[TurnLimit(settings.budgets.max_turns)],
                     )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -170,32 +166,28 @@ async def run_command(
     repo: Path,
     *,
     runner: Runner,
-    workers: int,
-    max_cost_usd: float = 50.0,
     echo: Callable[[str], None] = click.echo,
 ) -> FleetResult:
-    """Carry out the plan in `plan_file` on `repo` with a fleet of workers, printing progress."""
+    """Carry out the plan in `plan_file` on `repo` with a fleet of workers (`settings.fleet`),
+    printing progress."""
     _require_repo(repo)
     if not plan_file.is_file():
         raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
     model, lead_model = model_from(settings), model_from(settings, lead=True)
     judge_model, panel = gate_models(settings)
-    context = settings.context or DEFAULT_CONTEXT
-    strategy_named(context, tokens=TokenCache(Approximate()))  # a bad spec is refused before anything runs
-    if 0 < settings.repository_map_tokens < MIN_MAP_TOKENS or settings.repository_map_tokens < 0:
-        raise UserError(
-            f"repository_map_tokens = {settings.repository_map_tokens} is too small for a repository map",
-            hint=f"give it at least {MIN_MAP_TOKENS} tokens, or 0 to leave the map out",
-        )
     run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     root = settings.home / "runs" / run
     with EventStore.open(settings.db_path) as store:
         echo(
-            f"run {run}: {len(plan.tasks)} tasks, {workers} workers on {model.name}, "
+            f"run {run}: {len(plan.tasks)} tasks, {settings.fleet.workers} workers on {model.name}, "
             f"the lead on {lead_model.name} (log: {settings.db_path})"
         )
         echo(f"workers' commands: {runner.describe()}")
+        echo(
+            f"merge checks: each task's verify, then the project's tests `{settings.commands.test}`; "
+            f"the run's cost cap: ${settings.fleet.max_cost_usd:g}"
+        )
         echo(
             f"stop gate: verify, integrity, held-out tests; judge model: "
             f"{judge_model.name if judge_model else 'none (the checks decide)'}; review panel: "
@@ -214,15 +206,7 @@ async def run_command(
                 heldout_root=plan_file.parent,
                 runner=runner,
                 store=store,
-                config=FleetConfig(
-                    workers=workers,
-                    max_turns=settings.max_turns,
-                    max_cost_usd=max_cost_usd,
-                    gate_rounds=settings.gate_rounds,
-                    approve_worker_proposals=settings.approve_worker_proposals,
-                    context=context,
-                    repository_map_tokens=settings.repository_map_tokens,
-                ),
+                settings=settings,
             )
         left = pending_lines(store, run, ended=True)
     done = sum(state.status == "done" for state in result.states.values())

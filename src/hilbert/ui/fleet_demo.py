@@ -28,13 +28,13 @@ import click
 
 from hilbert.commands import command_env
 from hilbert.fleet.plan import parse_plan
-from hilbert.fleet.run import HARNESS, FleetConfig, FleetResult, run_fleet
+from hilbert.fleet.run import HARNESS, FleetResult, run_fleet
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.types import Model
 from hilbert.security.redact import Redactor
-from hilbert.settings import Settings
+from hilbert.settings import FleetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.store.summary import agent_summary
 from hilbert.testing.fake_server import FakeServer
@@ -102,7 +102,12 @@ async def run_fleet_demo(
     started = time.monotonic()
     seed = random.randrange(100_000) if seed is None else seed
     directory = fresh_demo_dir(directory)
-    settings = Settings(home=directory, db=directory / "hilbert.db", max_turns=60, unsandboxed=unsandboxed)
+    settings = Settings(
+        home=directory,
+        db=directory / "hilbert.db",
+        unsandboxed=unsandboxed,
+        fleet=FleetSettings(workers=workers, max_cost_usd=20.0),
+    )
     # the sample project's tests need hilbert's pytest; fails closed (no sandbox) before anything runs
     runner = command_runner(settings, command_env(hilbert_python_first=True))
     repo = directory / "project"
@@ -162,7 +167,7 @@ async def run_fleet_demo(
                     panel=panel,
                     store=store,
                     runner=runner,
-                    config=FleetConfig(workers=workers, max_turns=60, max_cost_usd=20.0),
+                    settings=settings,
                 )
             tally = count(store, run, result)
             planned = [r for r in store.runs() if r.startswith("plan-")][-1]  # the lead's planning run

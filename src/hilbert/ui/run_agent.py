@@ -19,7 +19,6 @@ from hilbert.agent.policies import CostLimit, TurnLimit
 from hilbert.agent.tools import ToolBox
 from hilbert.commands import Runner
 from hilbert.context.policy import compaction_for
-from hilbert.context.strategies import DEFAULT
 from hilbert.errors import UserError
 from hilbert.models import PriceTable, make_model
 from hilbert.models.types import Model
@@ -38,12 +37,11 @@ async def run_one_agent(
     runner: Runner,
     model: Model | None = None,
     echo: Callable[[str], None] = click.echo,
-    context: str | None = None,
 ) -> AgentResult:
     """Run one agent in `workspace`, printing each event as it lands in the log, then a summary.
     The model is built from the settings unless one is given; `runner` runs the agent's commands (built
-    at the edge: its sandbox, policy and environment); `context` the compaction spec (default: hilbert's,
-    `hilbert.context.strategies.DEFAULT`)."""
+    at the edge: its sandbox, policy and environment); the compaction spec is
+    `settings.context.strategy`."""
     if model is None:
         if not settings.model:
             raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
@@ -56,15 +54,19 @@ async def run_one_agent(
         model = make_model(
             settings.model,
             prices=prices,
-            timeout_s=settings.model_timeout_s,
-            max_attempts=settings.model_max_attempts,
+            timeout_s=settings.timeouts.model_s,
+            max_attempts=settings.budgets.model_max_attempts,
         )
     workspace.mkdir(parents=True, exist_ok=True)
     toolbox = ToolBox(workspace, runner=runner)
     started = time.monotonic()
     with EventStore.open(settings.db_path) as store:
-        compaction = compaction_for(context or settings.context or DEFAULT, model=model, store=store)
-        policies = [TurnLimit(settings.max_turns), CostLimit(settings.max_cost_usd), compaction]
+        compaction = compaction_for(settings.context.strategy, model=model, store=store)
+        policies = [
+            TurnLimit(settings.budgets.max_turns),
+            CostLimit(settings.budgets.max_cost_usd),
+            compaction,
+        ]
         redact = store.redactor.redact  # the summary below prints the model's words, not the log's
         echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
         async with printing(store, run, echo):
