@@ -49,6 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from hilbert.workspaces import Checkout, Workspaces
+from hilbert.workspaces.integration import Integration
 
 STRATEGIES = ("worktree", "clone-shared", "clone-local", "clone-no-local", "hilbert", "overlay")
 SHARES = {
@@ -285,7 +286,9 @@ class Bench:
             await bounded(
                 self.jobs,
                 self.n,
-                lambda i: self.spaces.archive_or_remove(self.checkouts[i], self.base, "main"),
+                lambda i: self.spaces.archive_or_remove(
+                    self.checkouts[i], Integration(self.base, self.spaces.git, "main")
+                ),
             )
             if any((dest / "archive").glob("*")):
                 raise RuntimeError("hilbert archived a clean checkout")

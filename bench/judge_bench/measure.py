@@ -26,9 +26,10 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from hilbert.commands import Runner, Timeouts
+from hilbert.commands import Runner
 from hilbert.judge.change import Allowances
 from hilbert.judge.gate import GateResult, run_gate
+from hilbert.settings import TimeoutSettings
 from hilbert.workspaces.git import Git
 
 from .cases import Bug, Case, Edit, Project, apply_edits
@@ -205,7 +206,7 @@ async def run_case(project: Project, case: Case, pristine: Path, settings: Setti
         try:
             result = await run_gate(
                 repo, base, head, verify=bug.verify, scratch=folder / "scratch", git=git,
-                runner=Runner.unsandboxed(env, timeouts=Timeouts(verify_s=settings.timeout_s)),
+                runner=Runner.unsandboxed(env, timeouts=TimeoutSettings(verify_s=settings.timeout_s)),
                 heldout=heldout, allow=Allowances(test_edits=bug.allow),
             )  # fmt: skip
             verdict, said = result.verdict, gate_said(result)

@@ -173,6 +173,7 @@ class TimeoutSettings:
     gate_s: float = field(default=3600.0, metadata=_positive())  # the whole stop gate on one claim
     merge_s: float = field(default=1800.0, metadata=_positive())  # one command of the merge checks
     model_s: float = field(default=120.0, metadata=_positive())  # one model call
+    progress_s: float = field(default=30.0, metadata=_positive())  # a long check says it still runs
 
 
 SECTIONS: dict[str, type] = {

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from hilbert.agent.tools import ToolBox
-from hilbert.commands import Limits, Output, Runner, Timeouts
+from hilbert.commands import Limits, Output, Runner, Slots
 from hilbert.models.types import ToolCall
+from hilbert.settings import TimeoutSettings
 
 
 def run(box: ToolBox, name: str, **arguments: object):
@@ -25,7 +26,7 @@ def box(tmp_path: Path) -> ToolBox:
     (ws / "pkg").mkdir(parents=True)
     (ws / "pkg" / "mod.py").write_text("def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x + 1\n")
     (tmp_path / "secret.txt").write_text("outside")
-    return ToolBox(ws, runner=Runner.unsandboxed(timeouts=Timeouts(shell_s=5)), max_output_chars=200)
+    return ToolBox(ws, runner=Runner.unsandboxed(timeouts=TimeoutSettings(shell_s=5)), max_output_chars=200)
 
 
 def test_read_file_with_line_range(box: ToolBox) -> None:
@@ -228,7 +229,7 @@ def test_commands_are_held_to_their_cpu_and_memory_limits(tmp_path: Path) -> Non
 
 def test_command_slots_bound_how_many_commands_run_at_once(tmp_path: Path) -> None:
     async def main() -> int:
-        slots = asyncio.Semaphore(2)
+        slots = Slots(2)
         boxes = [ToolBox(tmp_path, runner=Runner.unsandboxed(slots=slots)) for _ in range(6)]
         log = tmp_path / "log"
         command = f"echo start >> {log}; sleep 0.3; echo end >> {log}"

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hilbert.commands import Runner, Timeouts
+from hilbert.commands import Runner
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.security.sandbox import Sandbox, detect
+from hilbert.settings import TimeoutSettings
 from hilbert.workspaces import Git
 from hilbert.workspaces.integration import Integration
 
@@ -63,7 +64,7 @@ class Project:
             self.tmp / "scratch",
             test_command=test_command or self.test_command(),
             record=lambda kind, data: self.events.append((kind, data)),
-            runner=Runner.unsandboxed(timeouts=Timeouts(merge_s=command_timeout_s)),
+            runner=Runner.unsandboxed(timeouts=TimeoutSettings(merge_s=command_timeout_s)),
         )
 
     async def tip(self) -> str:

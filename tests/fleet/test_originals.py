@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from hilbert.fleet.originals import copy_in, original
+from hilbert.workspaces.git import Git
 
 
 def test_the_originals_are_copied_byte_for_byte_into_a_new_folder(tmp_path: Path) -> None:
@@ -48,5 +49,5 @@ def test_the_original_is_read_from_the_workers_git_and_none_for_an_added_file(tm
     ):
         subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
     git_dir = repo / ".git"
-    assert asyncio.run(original(git_dir, "HEAD", "a.bin")) == b"\x00\xff binary \n"
-    assert asyncio.run(original(git_dir, "HEAD", "new.py")) is None
+    assert asyncio.run(original(Git(home=tmp_path), git_dir, "HEAD", "a.bin")) == b"\x00\xff binary \n"
+    assert asyncio.run(original(Git(home=tmp_path), git_dir, "HEAD", "new.py")) is None

@@ -15,10 +15,11 @@ import pytest
 
 from hilbert.agent.loop import run_agent
 from hilbert.agent.tools import ToolBox
-from hilbert.commands import Runner, Timeouts, command_env
+from hilbert.commands import Runner, command_env
 from hilbert.fleet.plan import Task
 from hilbert.fleet.stop_gate import StopGate
 from hilbert.models import make_model
+from hilbert.settings import TimeoutSettings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.policies import ScriptedPolicy
@@ -90,7 +91,7 @@ def gated_agent(
             git=Git(home=tmp_path / "run" / "home"),
             scratch=tmp_path / "run" / "scratch",
             runner=Runner.unsandboxed(
-                command_env(hilbert_python_first=True), timeouts=Timeouts(verify_s=verify_s)
+                command_env(hilbert_python_first=True), timeouts=TimeoutSettings(verify_s=verify_s)
             ),
             **gate,
         )

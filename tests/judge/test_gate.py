@@ -8,9 +8,10 @@ from pathlib import Path
 
 from judge_support import commit, git, make_repo, replace
 
-from hilbert.commands import Runner, Timeouts, command_env
+from hilbert.commands import Runner, command_env
 from hilbert.judge.gate import NO_MODEL, GateResult, describe, run_gate
 from hilbert.models import make_model
+from hilbert.settings import TimeoutSettings
 from hilbert.testing.fake_server import FakeServer
 from hilbert.workspaces.git import Git
 
@@ -174,7 +175,7 @@ def test_a_verify_past_its_timeout_says_which_setting_and_a_long_one_says_it_is_
     heard: list[tuple[str, float]] = []
 
     def gate_with(verify: str, verify_s: float, scratch: str) -> GateResult:
-        runner = Runner.unsandboxed(timeouts=Timeouts(verify_s=verify_s, progress_s=0.2))
+        runner = Runner.unsandboxed(timeouts=TimeoutSettings(verify_s=verify_s, progress_s=0.2))
         return asyncio.run(
             run_gate(
                 repo,

@@ -15,6 +15,7 @@ import pytest
 
 from hilbert.errors import ConfigError, RunError, UserError
 from hilbert.workspaces import Checkout, Git, Workspaces
+from hilbert.workspaces.integration import Integration
 from hilbert.workspaces.snapshot import Snapshots
 
 
@@ -176,11 +177,11 @@ def test_commit_round_trip_and_fetch_into(tmp_path: Path, person_repo: Path, ws:
 
     integration = tmp_path / "integration"
     git(tmp_path, "clone", "--quiet", "--bare", str(person_repo), str(integration))
-    got = asyncio.run(ws.fetch_into(c, integration, "refs/hilbert/queue/w1"))
+    got = asyncio.run(ws.fetch_into(c, Integration(integration, ws.git, "main"), "refs/hilbert/queue/w1"))
     assert got == sha == head(integration, "refs/hilbert/queue/w1")
     assert git(integration, "show", f"{sha}:added.py").stdout == "NEW = 1\n"
     with pytest.raises(UserError):
-        asyncio.run(ws.fetch_into(c, integration, "queue/w1"))
+        asyncio.run(ws.fetch_into(c, Integration(integration, ws.git, "main"), "queue/w1"))
 
 
 def test_archive_keeps_unfinished_work_and_removes_merged(
@@ -195,14 +196,14 @@ def test_archive_keeps_unfinished_work_and_removes_merged(
     clean, merged, dirty, unmerged = asyncio.run(setup())
     (merged.work_tree / "m.txt").write_text("merged\n")
     merged_sha = asyncio.run(ws.commit(merged, "merged work"))
-    asyncio.run(ws.fetch_into(merged, integration, "refs/heads/main"))
+    asyncio.run(ws.fetch_into(merged, Integration(integration, ws.git, "main"), "refs/heads/main"))
     assert head(integration, "main") == merged_sha
     (dirty.work_tree / "untracked.txt").write_text("not committed\n")
     (unmerged.work_tree / "u.txt").write_text("committed, never merged\n")
     unmerged_sha = asyncio.run(ws.commit(unmerged, "unmerged work"))
 
     messages = {
-        c.worker_id: asyncio.run(ws.archive_or_remove(c, integration, "refs/heads/main"))
+        c.worker_id: asyncio.run(ws.archive_or_remove(c, Integration(integration, ws.git, "main")))
         for c in (clean, merged, dirty, unmerged)
     }
     for c in (clean, merged, dirty, unmerged):

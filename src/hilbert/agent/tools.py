@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from hilbert.agent.globs import glob_matcher, walk
 from hilbert.agent.paths import ToolRefused, confine, relative
 from hilbert.commands.process import Output
-from hilbert.commands.runner import Runner
+from hilbert.commands.runner import Runner, shell_timeout
 from hilbert.models.types import ToolCall, ToolSpec
 from hilbert.security.scope import ToolScope
 
@@ -327,7 +327,7 @@ class ToolBox:
         done = await self.runner.run(
             command,
             root=self.root,
-            timeout=self.runner.timeouts.shell(timeout_s),
+            timeout=shell_timeout(self.runner.timeouts, timeout_s),
             output=self._output(),
             screened=True,
         )

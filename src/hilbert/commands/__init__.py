@@ -2,6 +2,27 @@
 command runner every agent's and check's shell command goes through (`runner`)."""
 
 from hilbert.commands.process import Limits, Output, run_process
-from hilbert.commands.runner import Ran, Runner, Timeout, Timeouts, command_env
+from hilbert.commands.runner import (
+    Ran,
+    Runner,
+    Slots,
+    Timeout,
+    command_env,
+    merge_timeout,
+    shell_timeout,
+    verify_timeout,
+)
 
-__all__ = ["Limits", "Output", "Ran", "Runner", "Timeout", "Timeouts", "command_env", "run_process"]
+__all__ = [
+    "Limits",
+    "Output",
+    "Ran",
+    "Runner",
+    "Slots",
+    "Timeout",
+    "command_env",
+    "merge_timeout",
+    "run_process",
+    "shell_timeout",
+    "verify_timeout",
+]

@@ -32,7 +32,11 @@ DRAIN_S = 1.0  # how long to keep reading after the command exited (background c
 class Output:
     """Collects bytes with bounded memory; `render()` gives what the model sees."""
 
-    def __init__(self, keep: int, spill: Callable[[], Path | None], max_saved: int = 20_000_000) -> None:
+    def __init__(
+        self, keep: int, spill: Callable[[], Path | None] | None = None, max_saved: int = 20_000_000
+    ) -> None:
+        """Keep `keep` bytes at each end; past that, all of it goes to the file `spill()` names (None:
+        the middle is dropped, as for the harness's own checks, whose ends are what counts)."""
         self.keep, self.spill, self.max_saved = keep, spill, max_saved
         self.head = bytearray()
         self.tail = bytearray()
@@ -49,13 +53,15 @@ class Output:
         rest = chunk[room:]
         limit = 2 * self.keep
         if before <= limit < self.total:  # from now on the output is cut: save all of it
-            self.saved = self.spill()
+            self.saved = self.spill() if self.spill else None
             self._file = self.saved.open("wb") if self.saved else None
             self._write(bytes(self.head) + bytes(self.tail) + rest)  # the tail is still whole here
         elif self.total > limit:
             self._write(chunk)
-        if rest:
-            self.tail = (self.tail + rest)[-self.keep :]
+        if rest:  # trimmed only once it doubles: each byte is copied a bounded number of times
+            self.tail += rest
+            if len(self.tail) > 2 * self.keep:
+                del self.tail[: -self.keep]
 
     def _write(self, data: bytes) -> None:
         if self._file and self.saved_bytes < self.max_saved:
@@ -73,14 +79,17 @@ class Output:
         head = self.head.decode(errors="replace")
         if self.total <= 2 * self.keep:
             return head + self.tail.decode(errors="replace")
-        more = self.total - len(self.head) - len(self.tail)
-        if self.saved is None:
+        tail = self.tail[-self.keep :]
+        more = self.total - len(self.head) - len(tail)
+        if self.spill is None:
+            where = "the middle is not kept"
+        elif self.saved is None:
             where = "not saved: .hilbert/ is not a folder inside the workspace"
         else:
             rel = self.saved.relative_to(root.resolve()).as_posix()
             cut = f" (cut at {self.max_saved:,} bytes)" if self.saved_bytes >= self.max_saved else ""
             where = f"the whole output is in {rel}{cut}"
-        return f"{head}\n[... {more:,} more bytes; {where}]\n{self.tail.decode(errors='replace')}"
+        return f"{head}\n[... {more:,} more bytes; {where}]\n{tail.decode(errors='replace')}"
 
 
 @dataclass(frozen=True)
@@ -145,37 +154,23 @@ async def run_process(
     loop = asyncio.get_running_loop()
     files = [os.fdopen(read_fd, "rb", buffering=0) for read_fd, _ in pipes]
     transports: list[asyncio.BaseTransport] = []
-    pumps: list[asyncio.Task[None]] = []
+    tasks: list[asyncio.Task[None]] = []  # the pumps, then the stdin feeder
     try:  # from here on, however this ends (cancelled included), the group is killed and reaped
         sinks = [stdout] if stderr is None else [stdout, stderr]
         for file, sink in zip(files, sinks, strict=True):
             reader = asyncio.StreamReader()
             transports.append(await _connect(loop, reader, file))
-            pumps.append(asyncio.create_task(_pump(reader, sink)))
-        if stdin is not None and proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                proc.stdin.write(stdin)
-                await proc.stdin.drain()
-            proc.stdin.close()
+            tasks.append(asyncio.create_task(_pump(reader, sink)))
+        pumps = list(tasks)
+        if stdin is not None and proc.stdin is not None:  # fed while the timeout runs
+            tasks.append(asyncio.create_task(_feed(proc.stdin, stdin)))
         try:
             exit_code: int | None = await asyncio.wait_for(_wait(proc, waiting), timeout_s)
             await asyncio.wait(pumps, timeout=drain_s)  # its last words, unless a child holds the pipe
         except TimeoutError:
             exit_code = None
     finally:
-        _kill_group(proc.pid)
-        if proc.returncode is None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(proc.wait())
-        if pumps:
-            await asyncio.wait(pumps, timeout=0.1)
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-        for opened in transports:
-            opened.close()
-        for file in files[len(transports) :]:
-            file.close()
+        await _finish(proc, tasks, transports, files[len(transports) :])
     return exit_code
 
 
@@ -184,6 +179,48 @@ async def _connect(
 ) -> asyncio.BaseTransport:
     pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), file)
     return pipe
+
+
+async def _feed(pipe: asyncio.StreamWriter, data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.write(data)
+        await pipe.drain()
+    pipe.close()
+
+
+async def _finish(
+    proc: asyncio.subprocess.Process,
+    tasks: list[asyncio.Task[None]],
+    transports: list[asyncio.BaseTransport],
+    files: Sequence[IO[bytes]],
+) -> None:
+    """Kill the group, reap it, stop reading and close every pipe: in a task of its own, finished
+    however often the caller is cancelled meanwhile (and the caller's cancellation is passed on)."""
+
+    async def cleanup() -> None:
+        _kill_group(proc.pid)
+        if proc.returncode is None:
+            await proc.wait()
+        if tasks:
+            await asyncio.wait(tasks, timeout=0.1)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for opened in transports:
+            opened.close()
+        for file in files:
+            file.close()
+
+    done = asyncio.ensure_future(cleanup())
+    cancelled = False
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            cancelled = True
+    done.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 async def _pump(reader: asyncio.StreamReader, sink: Sink) -> None:

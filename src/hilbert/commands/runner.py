@@ -29,7 +29,9 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from hilbert.commands.process import Limits, Output, run_process
 from hilbert.security.policy import check_shell
 from hilbert.security.redact import looks_secret
 from hilbert.security.sandbox import REFUSED, Sandbox
+from hilbert.settings import TimeoutSettings
 
 # Variables that lead a command to something of the person's that would act for it — an ssh or gpg
 # agent, the session bus, a display, a container daemon, a terminal multiplexer — beside every name
@@ -103,26 +106,44 @@ class Timeout:
         return f"{self.seconds:g} s ({self.setting})"
 
 
-@dataclass(frozen=True)
-class Timeouts:
-    """The timeouts of the commands hilbert runs (the `timeouts` settings)."""
+def shell_timeout(timeouts: TimeoutSettings, asked: float | None = None) -> Timeout:
+    """An agent's shell command: `timeouts.shell_s`, or less when the model asks for less."""
+    seconds = timeouts.shell_s if not asked or asked <= 0 else min(asked, timeouts.shell_s)
+    return Timeout(seconds, "timeouts.shell_s")
 
-    shell_s: float = 120.0  # an agent's shell command (it may ask for less)
-    verify_s: float = 600.0  # one run of the stop gate's verify, integrity or held-out tests
-    merge_s: float = 1800.0  # one merge check (a candidate's verify, the project's tests)
-    progress_s: float = 30.0  # how often a running check says it is still running
 
-    def shell(self, asked: float | None = None) -> Timeout:
-        seconds = self.shell_s if not asked or asked <= 0 else min(asked, self.shell_s)
-        return Timeout(seconds, "timeouts.shell_s")
+def verify_timeout(timeouts: TimeoutSettings) -> Timeout:
+    """One run of the stop gate's verify, tests-restored or held-out tests."""
+    return Timeout(timeouts.verify_s, "timeouts.verify_s")
 
-    @property
-    def verify(self) -> Timeout:
-        return Timeout(self.verify_s, "timeouts.verify_s")
 
-    @property
-    def merge(self) -> Timeout:
-        return Timeout(self.merge_s, "timeouts.merge_s")
+def merge_timeout(timeouts: TimeoutSettings) -> Timeout:
+    """One merge check: a candidate's verify, the project's tests."""
+    return Timeout(timeouts.merge_s, "timeouts.merge_s")
+
+
+class Slots:
+    """At most `count` commands at once, for everyone holding the same `Slots`. One semaphore per event
+    loop: a command line may run two (`hilbert run GOAL` plans in one, then runs the plan in another),
+    and an asyncio semaphore belongs to the loop it first waited in."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if loop not in self._by_loop:
+            self._by_loop[loop] = asyncio.Semaphore(self.count)
+        return self._by_loop[loop]
+
+    async def __aenter__(self) -> None:
+        await self._semaphore().acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._semaphore().release()
 
 
 @dataclass(frozen=True)
@@ -145,12 +166,20 @@ class Ran:
         return self.exit_code is None and self.refused is None
 
     def status(self) -> str:
-        """`exit 0`, `timed out after 600 s (timeouts.verify_s)`, `refused`."""
+        """`exit 0`, `timed out after 600 s (timeouts.verify_s)`, `refused`, or
+        `exit 152: killed by SIGXCPU (the CPU-time limit, commands.cpu_s)`."""
         if self.refused is not None:
             return "refused"
         if self.exit_code is None:
             return f"timed out after {self.timeout.describe()}"
-        return f"exit {self.exit_code}"
+        code = self.exit_code
+        number = -code if code < 0 else code - 128 if code - 128 in (signal.SIGXCPU, signal.SIGKILL) else 0
+        if number == signal.SIGXCPU:
+            return f"exit {code}: killed by SIGXCPU (the CPU-time limit, commands.cpu_s)"
+        if number:
+            name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
+            return f"exit {code}: killed by {name}"
+        return f"exit {code}"
 
     def text(self, root: Path) -> str:
         """The output as a reader sees it, ending with what the harness did to it."""
@@ -171,9 +200,9 @@ class Runner:
     sandbox: Sandbox
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))  # scrubbed when built
     limits: Limits = field(default_factory=Limits)
-    timeouts: Timeouts = field(default_factory=Timeouts)
+    timeouts: TimeoutSettings = field(default_factory=TimeoutSettings)  # the `timeouts` settings
     policy: bool = True  # screen the commands models write; off only to measure what the policy stops
-    slots: asyncio.Semaphore | None = field(default=None, compare=False)
+    slots: Slots | None = field(default=None, compare=False)  # None: no bound
 
     def __post_init__(self) -> None:  # whatever it was given, no secret reaches a command
         object.__setattr__(self, "env", command_env(self.env))
@@ -235,4 +264,13 @@ def _short(command: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-__all__ = ["Ran", "Runner", "Timeout", "Timeouts", "command_env"]
+__all__ = [
+    "Ran",
+    "Runner",
+    "Slots",
+    "Timeout",
+    "command_env",
+    "merge_timeout",
+    "shell_timeout",
+    "verify_timeout",
+]

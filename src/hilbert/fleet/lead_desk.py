@@ -113,9 +113,7 @@ class LeadDesk:
             )
             spend.settle(result.cost_usd)
         finally:
-            kept = await asyncio.shield(
-                self.workspaces.archive_or_remove(checkout, self.integration.path, self.integration.ref)
-            )
+            kept = await asyncio.shield(self.workspaces.archive_or_remove(checkout, self.integration))
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
         return result
 

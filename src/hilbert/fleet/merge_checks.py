@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hilbert.commands import Output, Runner
+from hilbert.commands import Output, Runner, merge_timeout
 from hilbert.workspaces.integration import MergeTree
 
 OUTPUT_CAP = 20_000
@@ -100,7 +100,7 @@ class Scratch:
         done = await self.runner.run(
             command,
             root=self.path,
-            timeout=self.runner.timeouts.merge,
+            timeout=merge_timeout(self.runner.timeouts),
             output=Output(WHOLE_OUTPUT, lambda: None),
         )
         text = done.text(self.path)

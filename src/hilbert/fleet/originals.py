@@ -9,32 +9,21 @@ directory descriptors opened without following symlinks (`O_NOFOLLOW`), files cr
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from hilbert.workspaces.git import Git
 from hilbert.workspaces.workspaces import HARNESS_DIR
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-async def original(git_dir: Path, commit: str, path: str) -> bytes | None:
+async def original(git: Git, git_dir: Path, commit: str, path: str) -> bytes | None:
     """The bytes of `path` at `commit` in `git_dir`, or None when it did not exist there."""
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        "--git-dir",
-        str(git_dir),
-        "cat-file",
-        "blob",
-        f"{commit}:{path}",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    data, _ = await proc.communicate()
-    return data if proc.returncode == 0 else None
+    found = await git.run("--git-dir", git_dir, "cat-file", "blob", f"{commit}:{path}", check=False)
+    return found.raw if found.returncode == 0 else None
 
 
 def copy_in(work_tree: Path, files: Mapping[str, bytes]) -> str | None:

@@ -232,7 +232,7 @@ class StopGate(Policy):
         (`hilbert.fleet.originals`): a worker's commands have no git of their own."""
         found = (FINDING.match(f) for step in result.steps if step.name == "integrity" for f in step.findings)
         paths = sorted({m.group(2) for m in found if m and m.group(1) in RESTORABLE})
-        kept = {p: await original(self.checkout.git_dir, self.checkout.base, p) for p in paths}
+        kept = {p: await original(self.git, self.checkout.git_dir, self.checkout.base, p) for p in paths}
         existed = {path: data for path, data in kept.items() if data is not None}
         added = [path for path, data in kept.items() if data is None]
         folder = copy_in(self.checkout.work_tree, existed) if existed else ""

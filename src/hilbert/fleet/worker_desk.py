@@ -129,13 +129,9 @@ class WorkerDesk:
             result = await self.run_worker(task, name, prompt, tools, gate, checkout, inbox)
             if gate.passed_commit and result.status in ("finished", "no_finish"):
                 ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
-                await self.workspaces.fetch_into(checkout, self.integration.path, ref)
+                await self.workspaces.fetch_into(checkout, self.integration, ref)
         finally:  # work that reached the integration repo as a candidate is kept there; the rest archived
-            kept = await asyncio.shield(
-                self.workspaces.archive_or_remove(
-                    checkout, self.integration.path, ref or self.integration.ref
-                )
-            )
+            kept = await asyncio.shield(self.workspaces.archive_or_remove(checkout, self.integration, ref))
             self.record("workspace_closed", {"worker": checkout.worker_id, "message": kept})
         return result, ref
 

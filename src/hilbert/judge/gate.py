@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hilbert.commands import Output, Runner
+from hilbert.commands import Output, Runner, verify_timeout
 from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
 from hilbert.judge.integrity import integrity_findings
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
@@ -226,7 +226,7 @@ class _Steps:
         done = await self.runner.run(
             command,
             root=tree,
-            timeout=self.runner.timeouts.verify,
+            timeout=verify_timeout(self.runner.timeouts),
             output=Output(3000, lambda: None),
             on_wait=(lambda elapsed: on_wait(name, elapsed)) if on_wait else None,
         )

@@ -10,6 +10,7 @@ it — and configures the hook command `hilbert hook stop --gate FILE`:
     allow_test_edits: [tests/test_x.py]  # test paths the task allows editing (optional)
     max_rounds: 3                        # how often the hook sends the agent back (default 3)
     judge_model: openai:gpt-5            # optional; else the settings' judge_model, else none
+    unsandboxed: true                    # accept running the checks without a sandbox (default false)
 
 Whenever the agent stops, the hook reads the protocol's JSON on stdin (`session_id`, `cwd`,
 `stop_hook_active`), snapshots the work tree as a commit without moving any ref (a private index: the
@@ -25,6 +26,10 @@ as a round, an error included: at most `max_rounds` blocks, then the stop is all
 the agent still gates its final work. An error is one line on stderr with exit status 2, which Claude
 Code treats as a block with that line as the reason (the gate fails closed within the same bound). A
 task the judge calls impossible is not blocked: the agent may stop, and the note says why.
+
+The checks run in hilbert's sandbox. Whether they may run without one, where the machine has none, is
+the gate file's to say (`unsandboxed`), never a `hilbert.toml` in the agent's folder: without it the
+checks are refused, each refusal a round like any failed check, and stderr tells the person what to do.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ class GateSpec:
     allow: Allowances = field(default_factory=Allowances)
     max_rounds: int = 3
     judge_model: str | None = None
+    unsandboxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,16 @@ def read_gate_spec(path: Path) -> GateSpec:
         raise UserError(f"{path}: not YAML or JSON: {error}".splitlines()[0], hint=GATE_HINT) from None
     if not isinstance(data, Mapping) or not isinstance(data.get("verify"), str) or not data["verify"].strip():
         raise UserError(f"{path}: needs `verify: COMMAND`", hint=GATE_HINT)
-    known = {"verify", "base", "task", "heldout", "allow_test_edits", "max_rounds", "judge_model"}
+    known = {
+        "verify",
+        "base",
+        "task",
+        "heldout",
+        "allow_test_edits",
+        "max_rounds",
+        "judge_model",
+        "unsandboxed",
+    }
     if unknown := sorted(set(data) - known):
         raise UserError(
             f"{path}: unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(known))}"
@@ -104,6 +119,8 @@ def read_gate_spec(path: Path) -> GateSpec:
     if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
         raise UserError(f"{path}: allow_test_edits must be a list of paths", hint=GATE_HINT)
     heldout = data.get("heldout")
+    if not isinstance(data.get("unsandboxed", False), bool):
+        raise UserError(f"{path}: unsandboxed must be true or false", hint=GATE_HINT)
     return GateSpec(
         verify=data["verify"].strip(),
         base=str(data["base"]) if data.get("base") else None,
@@ -112,6 +129,7 @@ def read_gate_spec(path: Path) -> GateSpec:
         allow=Allowances(tuple(allow)),
         max_rounds=rounds,
         judge_model=str(data["judge_model"]) if data.get("judge_model") else None,
+        unsandboxed=bool(data.get("unsandboxed", False)),
     )
 
 

@@ -138,8 +138,7 @@ def _check_git(args: list[str]) -> Refusal | None:
     options = [a for a in args if a.startswith("-")]
     if any("hooksPath" in a or "core.hooks" in a for a in args):
         return Refusal("git_internals", "core.hooksPath is not a worker's to set")
-    verbs = [a for a in args if not a.startswith("-")]
-    verb = verbs[0] if verbs else ""
+    verb = _git_verb(args)
     if verb == "config":
         return Refusal("git_internals", "git configuration is not a worker's to change")
     if verb == "push":
@@ -151,6 +150,21 @@ def _check_git(args: list[str]) -> Refusal | None:
     if verb == "branch" and set(options) & {"-f", "-D", "-M", "--force", "--delete", "--move"}:
         return Refusal("git_refs", "changing or deleting branches is the harness's work")
     return None
+
+
+GIT_OPTIONS_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
+
+
+def _git_verb(args: list[str]) -> str:
+    """The subcommand of `git ARGS`: the first word that is neither a global option nor its value
+    (`git -C . push` pushes)."""
+    words = iter(args)
+    for word in words:
+        if word in GIT_OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return ""
 
 
 def _looks_like_path(word: str) -> bool:

@@ -3,16 +3,17 @@ runner (`command_runner`)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 
-from hilbert.commands import Limits, Runner, Timeouts, command_env
+from hilbert.commands import Limits, Runner, Slots, command_env
 from hilbert.errors import UserError
 from hilbert.security.sandbox import INSTALL_HINT, detect
 from hilbert.settings import Settings
 
 
-def command_runner(settings: Settings, env: Mapping[str, str] | None = None) -> Runner:
+def command_runner(
+    settings: Settings, env: Mapping[str, str] | None = None, *, refuse_without_sandbox: bool = False
+) -> Runner:
     """The one runner every command of this invocation goes through, built from the settings: the best
     sandbox this machine has (or none, by name, when the person passed --unsandboxed) with hilbert's
     home hidden, the command policy (`commands.shell_policy`), `env` (default: this process's) without
@@ -22,12 +23,12 @@ def command_runner(settings: Settings, env: Mapping[str, str] | None = None) -> 
     sandbox = detect(accept_unsandboxed=settings.unsandboxed)
     if sandbox.kind == "refuse":
         raise UserError(f"no sandbox for workers' shell commands: {sandbox.why}", hint=INSTALL_HINT)
-    commands, timeouts = settings.commands, settings.timeouts
+    commands = settings.commands
     return Runner(
         sandbox.hiding(settings.home),  # hilbert's home: other runs, their keys and logs
         command_env(env),
         limits=Limits(cpu_s=commands.cpu_s or None, memory_mb=commands.memory_mb or None),
-        timeouts=Timeouts(shell_s=timeouts.shell_s, verify_s=timeouts.verify_s, merge_s=timeouts.merge_s),
+        timeouts=settings.timeouts,
         policy=commands.shell_policy,
-        slots=asyncio.Semaphore(commands.slots),
+        slots=Slots(commands.slots),
     )

@@ -116,10 +116,16 @@ async def plan_command(
     repository's HEAD), its commands going through `runner` with that checkout the one writable
     folder: the person's repository is only read. An existing plan at `out` is kept unless `force`."""
     _require_repo(repo)
+    if out.resolve().is_relative_to(repo.resolve()):
+        raise UserError(
+            f"the plan {out} would be written into the repository {repo}, which hilbert only reads",
+            hint="write it outside the repository (--out, or run from another folder)",
+        )
     if out.exists() and not force:
         raise UserError(
             f"{out} exists already: the lead would replace that plan",
-            hint="pass --force to replace it, or --out to write the new plan elsewhere",
+            hint="pass --force to replace it"
+            + (", or --out to write the new plan elsewhere" if next_step else ""),
         )
     model = model or model_from(settings, lead=True)
     run = f"plan-{uuid.uuid4().hex[:8]}"
@@ -135,6 +141,7 @@ async def plan_command(
                     f"run {run}: the lead plans on {model.name} in a checkout of {repo} at "
                     f"{checkout.commit[:12]} (log: {settings.db_path})"
                 )
+                echo(f"the lead's commands: {runner.describe()}")
                 async with printing(store, run, echo):
                     result = await run_agent(
                         run=run,

@@ -45,13 +45,14 @@ class _Judging:
 
 
 @contextlib.contextmanager
-def _judging(settings: Settings, prefix: str) -> Iterator[_Judging]:
+def _judging(settings: Settings, prefix: str, *, hook: bool = False) -> Iterator[_Judging]:
     from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import model_named
     from hilbert.workspaces.git import Git
 
     judge_model = model_named(settings, settings.judge_model) if settings.judge_model else None
-    runner = command_runner(settings, os.environ)  # the candidate's code runs sandboxed, or says why not
+    # the candidate's code runs sandboxed, or says why not (the hook: refused, a round within its bound)
+    runner = command_runner(settings, os.environ, refuse_without_sandbox=hook)
     with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
         home = Path(scratch) / "home"
         home.mkdir()
@@ -129,6 +130,9 @@ async def _judge(
     with _judging(settings, "hilbert-judge-") as setup:
         top, base_sha, head_sha = await _commits(setup.git, repo, base, head)
 
+        if not as_json:
+            click.echo(f"  commands: {setup.runner.describe()}", err=True)
+
         def progress(step: Step) -> None:
             if not as_json:
                 line = f"  {'PASS' if step.passed else 'FAIL'} {step.name}: {step.summary}"
@@ -192,7 +196,8 @@ def hook_stop(gate_file: Path) -> None:
 
     spec = read_gate_spec(gate_file)
     payload = read_hook_input(sys.stdin.read())
-    settings = Settings.load({"judge_model": spec.judge_model})
+    # whether the checks may run unsandboxed is the gate file's to say, not the agent's folder's
+    settings = Settings.load({"judge_model": spec.judge_model, "unsandboxed": spec.unsandboxed})
     answer = asyncio.run(_hook_stop(settings, spec, payload, gate_file))
     if answer is not None:
         click.echo(json.dumps(answer))
@@ -201,7 +206,13 @@ def hook_stop(gate_file: Path) -> None:
 async def _hook_stop(settings: Settings, spec: Any, payload: Any, gate_file: Path) -> dict[str, Any] | None:
     from hilbert.judge.hook import stop_hook
 
-    with _judging(settings, "hilbert-hook-") as setup:
+    with _judging(settings, "hilbert-hook-", hook=True) as setup:
+        if setup.runner.sandbox.kind == "refuse":
+            click.echo(
+                f"hilbert hook stop: {setup.runner.describe()}; install bubblewrap, or set "
+                f"`unsandboxed: true` in {gate_file} to accept running the checks without a sandbox",
+                err=True,
+            )
         answer = await stop_hook(
             payload,
             spec,

@@ -69,6 +69,7 @@ async def run_one_agent(
         ]
         redact = store.redactor.redact  # the summary below prints the model's words, not the log's
         echo(f"run {run}: agent {name} on {model.name} in {toolbox.root} (log: {settings.db_path})")
+        echo(f"its commands: {runner.describe()}")
         async with printing(store, run, echo):
             result = await run_agent(
                 run=run, agent=name, task=task, model=model, toolbox=toolbox, store=store, policies=policies

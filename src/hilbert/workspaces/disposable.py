@@ -4,8 +4,9 @@ plans, so that nothing it runs writes into the repository itself.
 `disposable_checkout(repo, where, git)` resolves the commit a run would start from (`HEAD`), clones the
 repository into the new folder `where` sharing its objects read-only (`--shared`: the clone's own
 objects go into the clone; nothing is hard-linked, so a write in the clone never reaches a file of the
-person's repository), checks the commit out detached, and removes the folder on the way out, whatever
-happened inside. The person's repository is only read.
+person's repository), checks the commit out detached, forgets where it came from (no `origin`: nothing
+to push to), and removes the folder on the way out, whatever happened inside. The person's repository
+is only read.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ async def disposable_checkout(repo: Path, where: Path, git: Git) -> AsyncIterato
     try:
         await git.run("clone", "--quiet", "--shared", "--no-checkout", Path(repo).absolute(), where)
         await git.run("-C", where, "checkout", "--quiet", "--detach", commit)
+        await git.run("-C", where, "remote", "remove", "origin")  # no way back to the person's repository
         yield Disposable(where, commit)
     finally:  # in a thread (a big tree would stall the loop), and finished even if we are cancelled
         await asyncio.shield(asyncio.to_thread(shutil.rmtree, where, ignore_errors=True))

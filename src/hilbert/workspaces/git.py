@@ -47,6 +47,7 @@ class GitResult:
     returncode: int
     stdout: str
     stderr: str
+    raw: bytes = field(default=b"", repr=False)  # stdout as git wrote it (a blob's bytes)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Git:
             returncode=code if code is not None else -1,
             stdout=out.decode("utf-8", "replace"),
             stderr=err_out.decode("utf-8", "replace"),
+            raw=bytes(out),
         )
         if check and result.returncode != 0:
             raise RunError(

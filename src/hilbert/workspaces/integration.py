@@ -4,7 +4,9 @@
 only read) under the run's folder, with the branch `hilbert/integration` at the source's HEAD. The
 branch only ever moves through `land(new, old)` — `update-ref` with the old value, so a concurrent move
 is refused rather than overwritten — to commits whose checks passed (the merge queue decides which).
-`tip()` is where the branch is. (`hilbert.context.repomap` reads any repository's objects, this one's
+`tip()` is where the branch is; `receive(git_dir, branch, ref)` copies a worker's branch in as a
+candidate ref, `contains(commit)` says whether a commit has landed. (`hilbert.context.repomap` reads
+any repository's objects, this one's
 included, through the same `Git`; it writes nothing.)
 
 `MergeTree` is the merge queue's scratch work tree of it (a detached `git worktree`, the harness's own,
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hilbert.errors import UserError
 from hilbert.workspaces.git import Git, GitResult, one_line
 
 INTEGRATION = "hilbert/integration"
@@ -67,6 +70,25 @@ class Integration:
         if moved.returncode == 0:
             return None
         return f"fast-forward of {self.ref} to {new} refused: {one_line(moved.stderr)}"
+
+    async def receive(self, git_dir: Path, branch: str, ref: str) -> None:
+        """Copy `branch` of the repository at `git_dir` (a worker's) in as `ref` (forced: the caller
+        owns `ref`, a full ref name)."""
+        if not ref.startswith("refs/"):
+            raise UserError(f"ref {ref!r} must be a full ref name", hint="e.g. refs/hilbert/queue/<worker>")
+        await self.git.run("check-ref-format", ref)
+        await self.git.run(
+            "-C", self.path, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+            Path(git_dir).absolute(), f"+{branch}:{ref}",
+        )  # fmt: skip
+
+    async def contains(self, commit: str, ref: str | None = None) -> bool:
+        """Whether `commit` is reachable from `ref` (default: the integration branch); False also when
+        this repository lacks the commit."""
+        found = await self.git.run(
+            "-C", self.path, "merge-base", "--is-ancestor", commit, ref or self.ref, check=False
+        )
+        return found.returncode == 0
 
     def merge_tree(self, path: Path) -> MergeTree:
         return MergeTree(self, Path(path).absolute())

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from hilbert.errors import ConfigError, RunError, UserError
 from hilbert.workspaces.git import Git, GitResult
+from hilbert.workspaces.integration import Integration
 from hilbert.workspaces.snapshot import Snapshots, resolve_base
 
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -198,26 +199,20 @@ class Workspaces:
             archive.unlink(missing_ok=True)
         return dest
 
-    async def fetch_into(self, checkout: Checkout, target_repo: Path, ref: str) -> str:
-        """Copy the worker's branch into `target_repo` as `ref` (forced: the caller owns `ref`); its sha."""
-        if not ref.startswith("refs/"):
-            raise UserError(f"ref {ref!r} must be a full ref name", hint="e.g. refs/hilbert/queue/<worker>")
-        await self.git.run("check-ref-format", ref)
-        await self.git.run(
-            "-C", Path(target_repo).absolute(), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
-            checkout.git_dir, f"+{checkout.ref}:{ref}",
-        )  # fmt: skip
+    async def fetch_into(self, checkout: Checkout, integration: Integration, ref: str) -> str:
+        """Copy the worker's branch into the integration repository as `ref`; its sha."""
+        await integration.receive(checkout.git_dir, checkout.ref, ref)
         tip = await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)
         return tip.stdout.strip()
 
     async def archive_or_remove(
-        self, checkout: Checkout, integration_repo: Path, integration_ref: str
+        self, checkout: Checkout, integration: Integration, integration_ref: str | None = None
     ) -> str:
         """Remove the checkout if it holds nothing new, else archive it first; says what was kept. A
         checkout whose repository git cannot read (damaged, removed) cannot be judged: its work tree is
         archived whole and nothing is removed."""
         try:
-            return await self._archive_or_remove(checkout, integration_repo, integration_ref)
+            return await self._archive_or_remove(checkout, integration, integration_ref or integration.ref)
         except RunError as unreadable:
             archive = self.root / "archive"
             archive.mkdir(parents=True, exist_ok=True)
@@ -229,7 +224,7 @@ class Workspaces:
             )
 
     async def _archive_or_remove(
-        self, checkout: Checkout, integration_repo: Path, integration_ref: str
+        self, checkout: Checkout, integration: Integration, integration_ref: str
     ) -> str:
         tip = (await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)).stdout.strip()
         status = await self._worker_git(checkout, "status", "--porcelain", "--untracked-files=all")
@@ -239,11 +234,7 @@ class Workspaces:
             count = await self._worker_git(
                 checkout, "rev-list", "--count", f"{checkout.base}..{checkout.ref}"
             )
-            merged = await self.git.run(
-                "-C", Path(integration_repo).absolute(), "merge-base", "--is-ancestor", tip, integration_ref,
-                check=False,
-            )  # fmt: skip
-            if merged.returncode != 0:  # 1: not an ancestor; 128: the integration repo lacks the commit
+            if not await integration.contains(tip, integration_ref):  # not there, or not an ancestor
                 unmerged = int(count.stdout.strip() or "0")
         name = checkout.worker_id
         if not dirty and not unmerged:
