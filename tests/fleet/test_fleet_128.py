@@ -22,10 +22,10 @@ from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import INTEGRATION, FleetConfig, run_fleet
 from hilbert.fleet.scheduler import claims_overlap
 from hilbert.models import make_model
+from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
 from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import SampleProject, generate_sample_project
 
 WORKERS = 128
 PAIRS = 3
