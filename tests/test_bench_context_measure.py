@@ -1,4 +1,4 @@
-"""The replay benchmark's fixed definitions (hilbert.context.measure), checked with hand-computed numbers.
+"""The replay benchmark's fixed definitions (bench/context_bench/measure.py), checked with numbers by hand.
 
 A word tokenizer (one token per whitespace-separated word) makes every count easy to check by hand:
 a message is its words plus 3 framing tokens. The strategies here are small local ones whose output
@@ -7,13 +7,18 @@ is obvious, so the numbers test the measurement, not a real strategy.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from hilbert.context.measure import (
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))  # the bench's own packages, as its scripts see them
+
+from context_bench.measure import (  # noqa: E402
     common_prefix,
     edited_files,
     evidence,
@@ -24,10 +29,10 @@ from hilbert.context.measure import (
     summarizing_tokens,
     task_identifiers,
 )
-from hilbert.context.render import TokenCache
-from hilbert.context.summarize import RecordingSummarizer
-from hilbert.context.trajectory import Trajectory
-from hilbert.models.types import Message
+from context_bench.trajectory import Trajectory  # noqa: E402
+from hilbert.context.render import TokenCache  # noqa: E402
+from hilbert.context.summarize import RecordingSummarizer  # noqa: E402
+from hilbert.models.types import Message  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from hilbert.context.render import TokenCache, render
 from hilbert.context.strategies import Strategy, is_observation
 from hilbert.context.summarize import RecordingSummarizer
-from hilbert.context.trajectory import Trajectory
 from hilbert.models.types import Message
+
+from .trajectory import Trajectory
 
 IDENTIFIER = re.compile(r"[\w./-]+\.py\b|\btest_\w+|\b(?:def|class) \w+")
 PRICES = (0.1, 0.25, 0.5, 1.0)
