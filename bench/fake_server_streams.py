@@ -184,7 +184,7 @@ async def run_client(url: str, streams: int) -> dict[str, object]:
 
 
 def start_server(latency: str, script: Path) -> tuple[subprocess.Popen[str], str]:
-    return start_process("--policy", f"scripted:file={script}", "--latency", latency)
+    return start_process("--responder", f"scripted:file={script}", "--latency", latency)
 
 
 def main() -> int:

@@ -148,7 +148,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def start_server(latency: str, script: Path) -> tuple[subprocess.Popen[str], str]:
-    return start_process("--policy", f"scripted:file={script}", "--latency", latency)
+    return start_process("--responder", f"scripted:file={script}", "--latency", latency)
 
 
 def model_for(protocol: str, url: str) -> Model:

@@ -122,7 +122,7 @@ def test_single_demo_fixes_the_project_and_verifies_it_independently(tmp_path: P
 
 def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> None:
     server, url = start_process(
-        "--policy", "engineer", "--record", str(tmp_path / "requests.jsonl"), program=CLI_FAKE_SERVER
+        "--responder", "engineer", "--record", str(tmp_path / "requests.jsonl"), program=CLI_FAKE_SERVER
     )
     try:
         hilbert("sample-project", "proj", "--seed", "99", cwd=tmp_path)

@@ -20,7 +20,7 @@ SERVER = [sys.executable, "-m", "hilbert.testing.fake_server"]
 
 def test_serves_until_sigterm_and_records(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
-    command = [*SERVER, "--port", "0", "--policy", "echo", "--record", str(log), "--latency", "ttft=0.01"]
+    command = [*SERVER, "--port", "0", "--responder", "echo", "--record", str(log), "--latency", "ttft=0.01"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         line = server.stdout.readline()  # type: ignore[union-attr]
