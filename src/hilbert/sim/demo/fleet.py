@@ -12,7 +12,7 @@ is printed as it happens; the summary counts what was done, merged, sent back an
 checks the integration branch itself: a fresh clone of it must pass the whole suite.
 
 Every agent is hilbert's own loop speaking a real wire protocol (official SDKs) to the fake server over
-loopback; `hilbert demo --single` is the one-agent demo (`demo.py`).
+loopback; `hilbert demo --single` is the one-agent demo (`single.py`).
 """
 
 from __future__ import annotations

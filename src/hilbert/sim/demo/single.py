@@ -1,4 +1,4 @@
-"""`hilbert demo`: one agent fixes a failing test in a generated project, fully offline.
+"""`hilbert demo --single`: one agent fixes a failing test in a generated project, fully offline.
 
 The agent is hilbert's own loop speaking a real wire protocol (through the official SDK) to the fake
 model server's simulated engineer over loopback. The demo then checks the result itself — it runs
