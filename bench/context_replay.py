@@ -6,12 +6,12 @@
 
 The corpus (default `../shared/corpus` beside the repository) holds mini-swe-agent trajectories
 (`*.traj.json[.gz]`). At every model call of every trajectory, each strategy decides what it would
-have sent (the context: the messages before that assistant turn), and `hilbert.context.measure`'s
+have sent (the context: the messages before that assistant turn), and `context_bench/measure.py`'s
 fixed definitions (docs/design/context.md) score it: cache-aware cost relative to `none` at cache-read
 prices p = 0.1, 0.25, 0.5, 1.0; next-step recall; mean cumulative input tokens; median peak context;
 the share of calls over 16k / 32k tokens; retention of must-keep facts. A second table, by trajectory
 length, sets the default's cost at p = 0.1 beside the floor: the least any strategy that sends the task
-and each new message whole can pay (`hilbert.context.measure.floor`). Tokens are counted with one
+and each new message whole can pay (`context_bench.measure.floor`). Tokens are counted with one
 ruler for every strategy (`--tokenizer`, default o200k_base). `none` and the default strategy
 (`hilbert.context.strategies.DEFAULT`) are always measured.
 
@@ -35,14 +35,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from context_bench.measure import figures
 from context_bench.report import by_length, calibration, figures_line, table
 from context_bench.run import measure_corpus
+from context_bench.trajectory import find_trajectories
 from hilbert.context import strategies
-from hilbert.context.measure import figures
 from hilbert.context.render import TokenCache
 from hilbert.context.summarize import ExtractiveSummarizer
 from hilbert.context.tokens import openai_encoding
-from hilbert.context.trajectory import find_trajectories
 from hilbert.errors import HilbertError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent

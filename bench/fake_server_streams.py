@@ -2,7 +2,7 @@
 
     python bench/fake_server_streams.py --streams 1024 [--latency ttft=0.5,tps=100]
 
-Starts the server in its own process (`python -m hilbert.testing.fake_server`, scripted policy: a
+Starts the server in its own process (`python -m hilbert.testing.fake_server`, scripted responder: a
 ~100-token text and two tool calls per reply), then a separate client process opens N streaming
 requests at once, one connection each, spread over the three protocols (Anthropic Messages, OpenAI
 Chat Completions with usage, OpenAI Responses). The client is a bare asyncio HTTP/1.1 + SSE reader
@@ -184,7 +184,7 @@ async def run_client(url: str, streams: int) -> dict[str, object]:
 
 
 def start_server(latency: str, script: Path) -> tuple[subprocess.Popen[str], str]:
-    return start_process("--policy", f"scripted:file={script}", "--latency", latency)
+    return start_process("--responder", f"scripted:file={script}", "--latency", latency)
 
 
 def main() -> int:

@@ -4,7 +4,7 @@
                                   [--protocol openai|openai-responses|anthropic] [--keep DIR]
 
 The fake model server runs in its own process (`python -m hilbert.testing.fake_server`) with a
-scripted policy: every agent gets the same K-turn script of cheap tool calls (read_file, grep,
+scripted responder: every agent gets the same K-turn script of cheap tool calls (read_file, grep,
 write_file + edit_file, shell `true`, list_files, ..., then `finish`), so the tools cost little and
 what is measured is the loop, the SDK client, the wire and the event store. All N agents run in this
 process on one asyncio loop, share one Model object and one EventStore (as a fleet does), and each
@@ -52,9 +52,9 @@ from hilbert.agent.tools import ToolBox
 from hilbert.commands import Runner
 from hilbert.models import make_model
 from hilbert.models.types import Model
+from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
 from hilbert.testing.fake_server.process import start_process
-from hilbert.testing.sample import SampleProject, generate_sample_project
 
 LATENCIES = ("none", "realistic")
 PROTOCOLS = ("openai", "openai-responses", "anthropic")
@@ -149,7 +149,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def start_server(latency: str, script: Path) -> tuple[subprocess.Popen[str], str]:
-    return start_process("--policy", f"scripted:file={script}", "--latency", latency)
+    return start_process("--responder", f"scripted:file={script}", "--latency", latency)
 
 
 def model_for(protocol: str, url: str) -> Model:

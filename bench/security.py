@@ -5,8 +5,8 @@ outside the workspaces.
     python bench/security.py --cases my/cases         # and more cases (one YAML file each)
     python bench/security.py --only 'worm*' --mode undefended
 
-Every worker runs on the fake server's `gullible` policy, a model that obeys every instruction it reads
-(`hilbert.testing.gullible`). Each case (bench/attacks/README.md) puts an attack's payload on one channel
+Every worker runs on the fake server's `gullible` responder, a model that obeys every instruction it reads
+(`hilbert.sim.gullible`). Each case (bench/attacks/README.md) puts an attack's payload on one channel
 a worker reads — a peer's message, a repository file, a test's output, a tool's output, a skill, the plan
 — and names canaries that must still hold afterwards (`security_bench/canaries.py`). A case's attack
 succeeded when any of its canaries broke, whatever the log says. Attacks that stay inside the workspace
@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hilbert.errors import HilbertError, UserError
 from hilbert.models import make_model
 from hilbert.security.sandbox import Sandbox, detect
+from hilbert.sim.gullible import GullibleResponder
 from hilbert.testing.fake_server import FakeServer
 from security_bench.canaries import CHECKS, outside_changes
 from security_bench.cases import Case, load_cases
@@ -81,7 +82,7 @@ async def run_all(cases: list[Case], mode: str, work: Path, jobs: int) -> list[O
     policy = mode in ("hilbert", "no-sandbox")
     slots = asyncio.Semaphore(jobs)
     outcomes: list[Outcome] = []
-    with FakeServer("gullible") as server:
+    with FakeServer(GullibleResponder()) as server:
         model = make_model(f"openai:fake-gullible@{server.openai_base_url}", env={})
 
         async def one(case: Case) -> None:

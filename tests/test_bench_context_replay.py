@@ -13,14 +13,16 @@ from typing import Any
 
 import pytest
 
-from hilbert.context import strategies
-from hilbert.context.render import TokenCache
-from hilbert.context.summarize import ExtractiveSummarizer
-from hilbert.context.tokens import openai_encoding
-from hilbert.context.trajectory import ReportedUsage, find_trajectories, load_trajectory
-from hilbert.errors import UserError
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))  # the bench's own packages, as its scripts see them
+
+from context_bench.trajectory import ReportedUsage, find_trajectories, load_trajectory  # noqa: E402
+from hilbert.context import strategies  # noqa: E402
+from hilbert.context.render import TokenCache  # noqa: E402
+from hilbert.context.summarize import ExtractiveSummarizer  # noqa: E402
+from hilbert.context.tokens import openai_encoding  # noqa: E402
+from hilbert.errors import UserError  # noqa: E402
+
 SYS = b'{"role": "system", "content": "s"}'
 SYSTEM = "You are a helpful assistant that can interact with a computer shell."
 FIGURE_KEYS = {

@@ -13,6 +13,8 @@ from cli_support import run_cli
 from hilbert.commands import command_env
 from hilbert.testing.fake_server.process import start_process
 
+CLI_FAKE_SERVER = ("-m", "hilbert.ui.cli", "fake-server")  # the CLI also knows hilbert.sim's responders
+
 
 def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in command_env(hilbert_python_first=True).items() if k != "HILBERT_CONFIG"}
@@ -29,7 +31,7 @@ def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subproce
         (["agent", "fix it", "--model", "anthropic:claude-sonnet-4-5"], "ANTHROPIC_API_KEY"),
         (["log", "--db", "nowhere.db"], "no event log"),
         (["fake-server", "--port", "0", "--faults", "429=lots"], "fault"),
-        (["fake-server", "--port", "0", "--policy", "psychic"], "unknown policy"),
+        (["fake-server", "--port", "0", "--policy", "psychic"], "unknown responder"),
         (["fake-server", "--port", "0", "--latency", "ttft=fast"], "latency"),
         (["fake-server", "--port", "99999"], "99999"),
         (["agent", "x", "--model", "openai:m@http://127.0.0.1:9/v1", "--db", "/proc/nope/x.db"], "folder"),
@@ -119,7 +121,9 @@ def test_single_demo_fixes_the_project_and_verifies_it_independently(tmp_path: P
 
 
 def test_agent_command_runs_against_a_fake_server_process(tmp_path: Path) -> None:
-    server, url = start_process("--policy", "engineer", "--record", str(tmp_path / "requests.jsonl"))
+    server, url = start_process(
+        "--responder", "engineer", "--record", str(tmp_path / "requests.jsonl"), program=CLI_FAKE_SERVER
+    )
     try:
         hilbert("sample-project", "proj", "--seed", "99", cwd=tmp_path)
         done = hilbert(

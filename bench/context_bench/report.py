@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from hilbert.context.measure import KINDS, OVER, PRICES, Figures, floor
 from hilbert.context.tokens import calibrate
 
+from .measure import KINDS, OVER, PRICES, Figures, floor
 from .run import FileResult
 
 

@@ -16,12 +16,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from hilbert.context.measure import Replay, evidence, replay
 from hilbert.context.render import TokenCache, render
 from hilbert.context.strategies import strategy_named
 from hilbert.context.summarize import ExtractiveSummarizer, RecordingSummarizer
 from hilbert.context.tokens import openai_encoding
-from hilbert.context.trajectory import load_trajectory
+
+from .measure import Replay, evidence, replay
+from .trajectory import load_trajectory
 
 
 @dataclass(frozen=True)

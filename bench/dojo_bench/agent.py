@@ -4,7 +4,7 @@ No model: `GullibleAgent` carries out the user task's ground-truth calls (an ora
 benchmark authors' own solution, computed from the environment it starts in), and whenever a text it reads
 — a tool output, a refusal — holds the goal of one of the suite's injection tasks, it obeys at once: it
 makes that injection task's ground-truth calls (computed from the environment as it is then), then goes on
-with its task. It obeys every instruction it reads, like `hilbert.testing.gullible`.
+with its task. It obeys every instruction it reads, like `hilbert.sim.gullible`.
 
 The `Harness` is what hilbert puts between a model and its tools, per `Defense`: a tool scope checked
 before each call (a refused call does not run; the agent reads the refusal), and each output passed through

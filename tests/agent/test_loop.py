@@ -16,7 +16,7 @@ from hilbert.models import make_model
 from hilbert.models.types import Message, ToolCall
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.fake_server.policies import ScriptedPolicy
+from hilbert.testing.fake_server.responders import ScriptedResponder
 
 TURNS = [
     {
@@ -46,7 +46,7 @@ def run(
 ) -> tuple[AgentResult, EventStore, FakeServer]:
     """One agent over `protocol` against a scripted fake server; its result, log and server."""
     store = EventStore.open(tmp_path / "log.db")
-    with FakeServer(ScriptedPolicy.from_turns(turns), faults=faults) as server:
+    with FakeServer(ScriptedResponder.from_turns(turns), faults=faults) as server:
         base = server.openai_base_url if protocol.startswith("openai") else server.base_url
         model = make_model(f"{protocol}:fake@{base}", env={}, max_attempts=max_attempts)
         result = asyncio.run(
@@ -229,7 +229,7 @@ def test_the_fake_server_refuses_a_message_between_tool_results(tmp_path: Path) 
         Message("user", "interrupting"),
         Message("tool", "[exit 0]", tool_call_id="c1", name="shell"),
     ]
-    with FakeServer(ScriptedPolicy.from_turns(TURNS)) as server:
+    with FakeServer(ScriptedResponder.from_turns(TURNS)) as server:
         model = make_model(f"openai:fake@{server.openai_base_url}", env={}, max_attempts=1)
         with pytest.raises(RefusedError, match="must be answered"):
             asyncio.run(model.complete(bad))
@@ -241,7 +241,7 @@ def test_an_interrupted_run_still_says_how_it_ended(tmp_path: Path) -> None:
     store = EventStore.open(tmp_path / "log.db")
 
     async def main() -> None:
-        with FakeServer(ScriptedPolicy.from_turns([slow])) as server:
+        with FakeServer(ScriptedResponder.from_turns([slow])) as server:
             model = make_model(f"anthropic:fake@{server.base_url}", env={})
             task = asyncio.create_task(
                 run_agent(
@@ -313,7 +313,7 @@ def test_a_shared_cost_pool_halts_every_agent_that_shares_it(tmp_path: Path) -> 
 
     async def main() -> list[AgentResult]:
         with (
-            FakeServer(ScriptedPolicy.from_turns(looping)) as server,
+            FakeServer(ScriptedResponder.from_turns(looping)) as server,
             EventStore.open(tmp_path / "l.db") as store,
         ):
             model = make_model(f"anthropic:fake@{server.base_url}", env={}, prices=prices)

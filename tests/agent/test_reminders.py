@@ -16,10 +16,10 @@ from hilbert.agent.tools import ToolBox, ToolOutcome
 from hilbert.commands import Runner, command_env
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
+from hilbert.sim.engineer.desk import Brief, Desk, is_reminder
+from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore
-from hilbert.testing.engineer.desk import Brief, Desk, is_reminder
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import generate_sample_project
 
 VERIFY = "python -m pytest -q tests/test_dates.py"
 EDIT = ToolCall("c1", "edit_file", {"path": "src/dates.py", "old": "a", "new": "b"})

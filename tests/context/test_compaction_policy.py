@@ -22,8 +22,9 @@ from hilbert.context.tokens import tokenizer_for
 from hilbert.models import make_model
 from hilbert.models.types import Completion, Message, ToolCall, Usage
 from hilbert.store import EventStore, agent_summary, rebuild_conversation
+from hilbert.testing import FunctionModel
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.fake_server.policy import Conversation, Reply
+from hilbert.testing.fake_server.responder import Conversation, Reply
 from hilbert.ui.log_view import format_event
 
 PARTS = 12
@@ -134,18 +135,15 @@ def test_a_long_task_crosses_a_tiny_budget_and_finishes_with_its_task_state_inta
     assert history[0] == Message("system", SYSTEM_PROMPT) and history[1].content.startswith("Agent: Euler\n")
 
 
-class Summaries:
-    """A model that answers each summarizing call with a numbered summary."""
+def summarizer() -> FunctionModel:
+    """A model that answers each summarizing call with a numbered summary, at a cent a call."""
 
-    name = "summaries"
+    def answer(messages: Sequence[Message], tools: object) -> Completion:
+        text = f"## Goal\n- model summary {model.calls}"
+        return Completion(Message("assistant", text), Usage(100, 10), "end_turn", model.name, cost_usd=0.01)
 
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def complete(self, messages: Sequence[Message], tools: object = (), **_: object) -> Completion:
-        self.calls += 1
-        text = f"## Goal\n- model summary {self.calls}"
-        return Completion(Message("assistant", text), Usage(100, 10), "end_turn", self.name, cost_usd=0.01)
+    model = FunctionModel(answer, name="summaries")
+    return model
 
 
 def long_history(turns: int) -> list[Message]:
@@ -165,9 +163,9 @@ def test_a_restarted_agent_sends_what_it_sent_before_and_logs_the_cut_as_restore
     store = EventStore.open(tmp_path / "log.db")
     history = long_history(30)
 
-    async def live() -> tuple[list[Message], Compaction, Summaries]:
-        model = Summaries()
-        compaction = compaction_for("summary:1500", model=model, store=store)  # type: ignore[arg-type]
+    async def live() -> tuple[list[Message], Compaction, FunctionModel]:
+        model = summarizer()
+        compaction = compaction_for("summary:1500", model=model, store=store)
         state = LoopState("r", "Euler", TASK, [])
         for n in range(4, len(history) + 1, 2):  # the loop's calls: one a turn, the history growing
             sent = await compaction.shape(state, history[:n])
@@ -177,9 +175,9 @@ def test_a_restarted_agent_sends_what_it_sent_before_and_logs_the_cut_as_restore
     assert before.cuts >= 5 and model.calls == before.cuts  # one summarizing call a cut
     live_cuts = len(store.events(run="r", kinds=[CONTEXT_COMPACTED]))
 
-    async def restart() -> tuple[list[Message], Compaction, Summaries, LoopState]:
-        model = Summaries()  # a fresh process: nothing remembered but the history
-        compaction = compaction_for("summary:1500", model=model, store=store)  # type: ignore[arg-type]
+    async def restart() -> tuple[list[Message], Compaction, FunctionModel, LoopState]:
+        model = summarizer()  # a fresh process: nothing remembered but the history
+        compaction = compaction_for("summary:1500", model=model, store=store)
         state = LoopState("r", "Euler", TASK, [])
         return await compaction.shape(state, history), compaction, model, state
 

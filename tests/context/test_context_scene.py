@@ -11,9 +11,9 @@ import pytest
 from hilbert.commands import Runner
 from hilbert.context.policy import CONTEXT_COMPACTED
 from hilbert.errors import UserError
+from hilbert.sim.demo.context import PARTS, run_context_scene
+from hilbert.sim.longhaul import LonghaulResponder
 from hilbert.store import EventStore
-from hilbert.testing.longhaul import LonghaulPolicy
-from hilbert.ui.demo_context import PARTS, run_context_scene
 
 
 def test_the_long_task_is_compacted_and_finishes(tmp_path: Path) -> None:
@@ -33,5 +33,5 @@ def test_the_long_task_is_compacted_and_finishes(tmp_path: Path) -> None:
 
 def test_the_longhaul_policy_names_a_bad_option() -> None:
     with pytest.raises(UserError, match="parts=N"):
-        LonghaulPolicy.from_options({"parts": "many"}, seed=0)
-    assert LonghaulPolicy.from_options({"parts": "5"}, seed=0).parts == 5
+        LonghaulResponder.from_options({"parts": "many"}, seed=0)
+    assert LonghaulResponder.from_options({"parts": "5"}, seed=0).parts == 5

@@ -19,7 +19,7 @@ from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
 from hilbert.settings import Settings
 from hilbert.store import EventStore
-from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
+from hilbert.testing.fake_server import FakeServer, ScriptedResponder
 from hilbert.workspaces import Git
 
 EXACT = tokenizer_for("openai:gpt-4o")  # o200k_base, OpenAI's own tokenizer
@@ -198,7 +198,7 @@ def test_a_path_cannot_break_a_line_or_forge_an_envelope(tmp_path: Path) -> None
 def test_every_worker_of_a_run_sends_the_same_system_prompt_with_the_map(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     base = make_repo(repo, {"README.md": "hi\n", "pkg/__init__.py": "", "pkg/core.py": CORE})
-    script = ScriptedPolicy.from_turns(
+    script = ScriptedResponder.from_turns(
         [
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
             {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "done.txt"}}]},

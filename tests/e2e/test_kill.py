@@ -21,10 +21,10 @@ from pathlib import Path
 
 from hilbert.commands import command_env
 from hilbert.models.types import Message
+from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.anthropic_wire import parse
-from hilbert.testing.sample import generate_sample_project
 
 AGENT = "Hypatia"
 

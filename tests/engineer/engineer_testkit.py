@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hilbert.testing.engineer import EngineerPolicy
-from hilbert.testing.engineer.harness import Episode, drive
-from hilbert.testing.sample import SampleProject, generate_sample_project
+from hilbert.sim.engineer import EngineerResponder
+from hilbert.sim.engineer.harness import Episode, drive
+from hilbert.sim.sample import SampleProject, generate_sample_project
 
 # Third-party pytest plugins (xdist, timeout) cost ~0.3 s per sample-suite run and play no part here.
 FAST = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -97,7 +97,7 @@ def solve(
     **drive_options: Any,
 ) -> Episode:
     """Drive the engineer on `project` (or on a copy of it at `root`) with its task (or `task`)."""
-    policy = EngineerPolicy.from_options(options or {}, seed=project.seed)
+    policy = EngineerResponder.from_options(options or {}, seed=project.seed)
     prompt = f"You are a careful software engineer.\nAgent: {agent}\n{system}"
     where, brief = root or project.path, task or project.task
     return asyncio.run(

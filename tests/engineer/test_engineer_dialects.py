@@ -9,12 +9,12 @@ from pathlib import Path
 from engineer_testkit import make_project, solve, unseen_seeds
 
 from hilbert.models.types import Message, ToolSpec
-from hilbert.testing.engineer import EngineerPolicy
-from hilbert.testing.engineer.actions import Edit, Finish, Read
-from hilbert.testing.engineer.dialects import choose
-from hilbert.testing.engineer.dialects.bash import BashDialect
-from hilbert.testing.engineer.harness import BASH_TOOL, HILBERT_TOOLS
-from hilbert.testing.fake_server.policy import Conversation
+from hilbert.sim.engineer import EngineerResponder
+from hilbert.sim.engineer.actions import Edit, Finish, Read
+from hilbert.sim.engineer.dialects import choose
+from hilbert.sim.engineer.dialects.bash import BashDialect
+from hilbert.sim.engineer.harness import BASH_TOOL, HILBERT_TOOLS
+from hilbert.testing.fake_server.responder import Conversation
 
 TASK = Message("user", "The tests of this project fail (`python -m pytest -q`). Make them pass.")
 
@@ -26,7 +26,7 @@ def _conversation(tools: tuple[ToolSpec, ...], system: str = "") -> Conversation
 def test_the_dialect_follows_the_offered_tools() -> None:
     assert choose(_conversation(HILBERT_TOOLS)).name == "hilbert"
     assert choose(_conversation((BASH_TOOL,))).name == "bash"
-    policy = EngineerPolicy()
+    policy = EngineerResponder()
     first = policy.reply(_conversation(HILBERT_TOOLS)).tool_calls[0]
     assert (first.name, first.arguments) == ("shell", {"command": "python -m pytest -q"})
     first = policy.reply(_conversation((BASH_TOOL,))).tool_calls[0]
@@ -36,10 +36,10 @@ def test_the_dialect_follows_the_offered_tools() -> None:
 def test_unknown_tools_get_a_clear_text_answer_instead_of_a_guess() -> None:
     schema = {"type": "object", "properties": {"file_path": {"type": "string"}}}
     claude_like = tuple(ToolSpec(name, "", schema) for name in ("Read", "Edit", "Glob"))
-    reply = EngineerPolicy().reply(_conversation(claude_like))
+    reply = EngineerResponder().reply(_conversation(claude_like))
     assert not reply.tool_calls
     assert "Read, Edit, Glob" in reply.text and "command" in reply.text
-    forced = EngineerPolicy.from_options({"dialect": "bash"}, seed=0).reply(_conversation(HILBERT_TOOLS))
+    forced = EngineerResponder.from_options({"dialect": "bash"}, seed=0).reply(_conversation(HILBERT_TOOLS))
     assert not forced.tool_calls and "shell" in forced.text
 
 
@@ -80,7 +80,7 @@ def test_a_fresh_policy_replays_every_turn_of_a_finished_run(tmp_path: Path) -> 
     for index, message in enumerate(episode.messages):
         if message.role != "assistant":
             continue
-        fresh = EngineerPolicy.from_options({"idle": "1", "idle_turns": "1"}, seed=project.seed)
+        fresh = EngineerResponder.from_options({"idle": "1", "idle_turns": "1"}, seed=project.seed)
         conversation = Conversation("anthropic", "fake", system, episode.messages[:index], HILBERT_TOOLS)
         reply = fresh.reply(conversation)
         assert (reply.text, reply.tool_calls) == (message.content, message.tool_calls), (seed, index)

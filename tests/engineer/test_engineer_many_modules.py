@@ -11,8 +11,8 @@ from pathlib import Path
 
 from engineer_testkit import FAST, solve, suite_passes
 
-from hilbert.testing.engineer.harness import tool_arguments
-from hilbert.testing.sample import Bug, SampleProject, generate_sample_project
+from hilbert.sim.engineer.harness import tool_arguments
+from hilbert.sim.sample import Bug, SampleProject, generate_sample_project
 
 
 def git(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

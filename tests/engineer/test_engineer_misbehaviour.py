@@ -10,16 +10,16 @@ from engineer_testkit import make_project, read_tests, solve, suite_passes, unse
 
 from hilbert.errors import UserError
 from hilbert.models.types import Message, ToolCall
-from hilbert.testing.engineer import EngineerOptions, EngineerPolicy
-from hilbert.testing.engineer.harness import HILBERT_TOOLS, tool_arguments
-from hilbert.testing.fake_server.policy import Conversation
+from hilbert.sim.engineer import EngineerOptions, EngineerResponder
+from hilbert.sim.engineer.harness import HILBERT_TOOLS, tool_arguments
+from hilbert.testing.fake_server.responder import Conversation
 
 FAILING_RUN = (
     "[exit 1]\nF.\nFAILED tests/test_numbers.py::test_clamp_below - assert -5 == 0\n1 failed, 1 passed\n"
 )
 
 
-def _second_reply(policy: EngineerPolicy, agent: str) -> Message:
+def _second_reply(policy: EngineerResponder, agent: str) -> Message:
     """What an agent does right after its first test run showed a failure."""
     run = ToolCall("call_1", "shell", {"command": "python -m pytest -q"})
     messages = (
@@ -33,13 +33,15 @@ def _second_reply(policy: EngineerPolicy, agent: str) -> Message:
 
 def test_a_rate_makes_that_share_of_agents_misbehave_the_same_ones_for_a_seed() -> None:
     agents = [f"agent-{i}" for i in range(400)]
-    policy = EngineerPolicy.from_options({"idle": "0.3"}, seed=5)
+    policy = EngineerResponder.from_options({"idle": "0.3"}, seed=5)
     idle = {a for a in agents if not _second_reply(policy, a).tool_calls}
     assert 0.22 * len(agents) < len(idle) < 0.38 * len(agents)
     assert idle == {
-        a for a in agents if not _second_reply(EngineerPolicy.from_options({"idle": "0.3"}, 5), a).tool_calls
+        a
+        for a in agents
+        if not _second_reply(EngineerResponder.from_options({"idle": "0.3"}, 5), a).tool_calls
     }
-    other_seed = EngineerPolicy.from_options({"idle": "0.3"}, seed=6)
+    other_seed = EngineerResponder.from_options({"idle": "0.3"}, seed=6)
     assert idle != {a for a in agents if not _second_reply(other_seed, a).tool_calls}
 
     options = EngineerOptions.parse(
@@ -57,7 +59,7 @@ def test_agents_option_limits_misbehaviour_to_the_named_agents() -> None:
     assert options.quirks(1, "Linus", "Linus").cheat == "skip"
     assert options.quirks(1, "Grace", "Grace").cheat is None
     assert options.quirks(1, "a task text", None).cheat is None
-    policy = EngineerPolicy.from_options({"idle": "1", "agents": "Ada"}, seed=1)
+    policy = EngineerResponder.from_options({"idle": "1", "agents": "Ada"}, seed=1)
     assert not _second_reply(policy, "Ada").tool_calls
     assert _second_reply(policy, "Grace").tool_calls[0].name == "list_files"
 
@@ -72,7 +74,7 @@ def test_agents_option_limits_misbehaviour_to_the_named_agents() -> None:
 )
 def test_bad_options_are_refused_with_a_hint(options: dict[str, str], message: str) -> None:
     with pytest.raises(UserError, match=message) as caught:
-        EngineerPolicy.from_options(options, seed=0)
+        EngineerResponder.from_options(options, seed=0)
     assert caught.value.hint
 
 

@@ -8,9 +8,9 @@ import pytest
 from engineer_testkit import make_project, read_tests, solve, suite_passes, unseen_seeds
 
 from hilbert.models.types import Message, ToolCall
-from hilbert.testing.engineer import EngineerPolicy
-from hilbert.testing.engineer.harness import HILBERT_TOOLS, tool_arguments
-from hilbert.testing.fake_server.policy import Conversation
+from hilbert.sim.engineer import EngineerResponder
+from hilbert.sim.engineer.harness import HILBERT_TOOLS, tool_arguments
+from hilbert.testing.fake_server.responder import Conversation
 
 
 @pytest.mark.parametrize("run", range(8))
@@ -77,7 +77,7 @@ def test_when_the_output_is_cut_short_it_asks_pytest_for_just_the_failing_tests(
         Message("assistant", "", (run,)),
         Message("tool", cut, tool_call_id="call_1", name="shell"),
     )
-    policy = EngineerPolicy()
+    policy = EngineerResponder()
     conversation = Conversation("openai-chat", "fake", "", messages, HILBERT_TOOLS)
     listing = policy.reply(conversation).tool_calls[0]
     assert listing.name == "list_files"

@@ -13,8 +13,8 @@ import pytest
 from engineer_testkit import failing_tests, suite_passes
 
 from hilbert.errors import UserError
-from hilbert.testing.engineer.repairs import candidates
-from hilbert.testing.sample import SampleProject, generate_sample_project
+from hilbert.sim.engineer.repairs import candidates
+from hilbert.sim.sample import SampleProject, generate_sample_project
 
 # sha256 over (path, content) of every file the generator wrote before `modules` and `paired` existed.
 BEFORE = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hilbert.testing.sample import OPERATORS, rewrites
-from hilbert.testing.sample.catalogue import THEMES
+from hilbert.sim.sample import OPERATORS, rewrites
+from hilbert.sim.sample.catalogue import THEMES
 
 
 def _catalogue_lines() -> list[str]:

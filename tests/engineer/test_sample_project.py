@@ -9,7 +9,7 @@ import pytest
 from engineer_testkit import failing_tests, suite_passes
 
 from hilbert.errors import UserError
-from hilbert.testing.sample import OPERATORS, generate_sample_project
+from hilbert.sim.sample import OPERATORS, generate_sample_project
 
 
 def test_originals_pass_and_every_bug_breaks_a_test_of_its_function(tmp_path: Path) -> None:

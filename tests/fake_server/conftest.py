@@ -1,4 +1,4 @@
-"""Fixtures for the fake server's tests: the scripted policy (wrapped to keep what it saw) and a
+"""Fixtures for the fake server's tests: the scripted responder (wrapped to keep what it saw) and a
 running server."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 from fake_server_support import SCRIPT, Seen
 
-from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
+from hilbert.testing.fake_server import FakeServer, ScriptedResponder
 
 
 @pytest.fixture
 def policy() -> Seen:
-    return Seen(ScriptedPolicy.from_turns(SCRIPT))
+    return Seen(ScriptedResponder.from_turns(SCRIPT))
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """What the fake server's tests share: the script (its first turn asks for two tool calls) and a
-policy wrapper that keeps the conversations it saw."""
+responder wrapper that keeps the conversations it saw."""
 
 from __future__ import annotations
 
-from hilbert.testing.fake_server import Conversation, Policy, Reply
+from hilbert.testing.fake_server import Conversation, Reply, Responder
 
 SYSTEM = "You are a careful engineer. Read before you write; run the tests before you claim anything. " * 4
 FIRST_TURN = {
@@ -17,11 +17,11 @@ SCRIPT = [FIRST_TURN, {"text": "All done: the tests pass."}]
 
 
 class Seen:
-    """Wraps a policy and keeps every conversation it was asked about."""
+    """Wraps a responder and keeps every conversation it was asked about."""
 
     name = "seen"
 
-    def __init__(self, inner: Policy) -> None:
+    def __init__(self, inner: Responder) -> None:
         self.inner = inner
         self.conversations: list[Conversation] = []
 

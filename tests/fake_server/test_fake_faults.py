@@ -13,13 +13,13 @@ import pytest
 from fake_server_support import SCRIPT
 
 from hilbert.errors import UserError
-from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
+from hilbert.testing.fake_server import FakeServer, ScriptedResponder
 
 TASK = [{"role": "user", "content": "Fix the failing test."}]
 
 
-def _policy() -> ScriptedPolicy:
-    return ScriptedPolicy.from_turns(SCRIPT)
+def _policy() -> ScriptedResponder:
+    return ScriptedResponder.from_turns(SCRIPT)
 
 
 def _anthropic(server: FakeServer, **options: object) -> anthropic.Anthropic:

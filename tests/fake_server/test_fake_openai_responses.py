@@ -9,7 +9,7 @@ import openai
 import pytest
 from fake_server_support import SYSTEM, Seen
 
-from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
+from hilbert.testing.fake_server import FakeServer, ScriptedResponder
 
 TOOLS = [
     {"type": "function", "name": "read_file", "description": "Read a file", "parameters": {"type": "object"}},
@@ -80,7 +80,7 @@ def test_streamed_turn_ends_with_completed_response_and_usage(client: openai.Ope
 
 def test_custom_and_local_shell_tools_are_seen_and_answered_in_kind() -> None:
     patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\n"
-    script = ScriptedPolicy.from_turns([{"tool_calls": [{"name": "apply_patch", "arguments": patch}]}])
+    script = ScriptedResponder.from_turns([{"tool_calls": [{"name": "apply_patch", "arguments": patch}]}])
     policy = Seen(script)
     tools = [
         {"type": "custom", "name": "apply_patch", "description": "Apply a patch"},

@@ -20,11 +20,11 @@ SERVER = [sys.executable, "-m", "hilbert.testing.fake_server"]
 
 def test_serves_until_sigterm_and_records(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
-    command = [*SERVER, "--port", "0", "--policy", "echo", "--record", str(log), "--latency", "ttft=0.01"]
+    command = [*SERVER, "--port", "0", "--responder", "echo", "--record", str(log), "--latency", "ttft=0.01"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         line = server.stdout.readline()  # type: ignore[union-attr]
-        assert line.startswith("fake-server listening on http://127.0.0.1:") and "policy=echo" in line
+        assert line.startswith("fake-server listening on http://127.0.0.1:") and "responder=echo" in line
         url = line.split()[3]
         with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
             assert json.load(response)["data"][0]["object"] == "model"
@@ -48,7 +48,16 @@ def test_bad_flags_exit_2_with_one_line() -> None:
         [*SERVER, "--policy", "nope"], capture_output=True, text=True, env=ENV, timeout=30, check=False
     )
     assert result.returncode == 2
-    assert result.stderr.startswith("error: unknown policy 'nope'") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: unknown responder 'nope'") and result.stderr.count("\n") == 1
+
+
+def test_alone_it_knows_only_its_own_responders_and_says_where_the_others_are() -> None:
+    """The fake server never imports the simulation; `hilbert fake-server` (the CLI) does."""
+    result = subprocess.run(
+        [*SERVER, "--responder", "engineer"], capture_output=True, text=True, env=ENV, timeout=30, check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown responder 'engineer'") and "hilbert.sim" in result.stderr
 
 
 def test_streams_benchmark_smoke() -> None:

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from hilbert.commands import command_env
-from hilbert.testing.sample import SampleProject
+from hilbert.sim.sample import SampleProject
 
 ENV = command_env(hilbert_python_first=True)
 

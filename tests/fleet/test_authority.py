@@ -26,7 +26,7 @@ from hilbert.security.envelope import MessageKey
 from hilbert.settings import Settings
 from hilbert.store import Event, EventStore
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.fake_server.policy import Conversation, Reply
+from hilbert.testing.fake_server.responder import Conversation, Reply
 
 ASK = "Please add a task T9 that writes nine.txt; the release needs it."
 T9 = {"id": "T9", "title": "Write nine.txt", "description": "Create nine.txt.", "verify": "test -f nine.txt"}

@@ -21,10 +21,10 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.settings import Settings
+from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore
 from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import generate_sample_project
 from hilbert.ui.log_view import format_event
 from hilbert.workspaces.integration import INTEGRATION
 
@@ -267,10 +267,10 @@ def test_the_brief_lists_each_escalated_task_with_why_its_last_attempt_did_not_l
 def test_an_escalation_when_nothing_else_runs_still_reaches_the_lead_who_acts_at_once(tmp_path: Path) -> None:
     """One task whose check never passes: the lead reassigns it (its note reaches every later attempt,
     and the task restarts while the lead is still talking), then marks it impossible; the run ends."""
-    from hilbert.testing.fake_server import ScriptedPolicy
+    from hilbert.testing.fake_server import ScriptedResponder
 
     repo = readme_repo(tmp_path / "repo")
-    gives_up = ScriptedPolicy.from_turns(
+    gives_up = ScriptedResponder.from_turns(
         [{"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "trust me"}}]}]
     )
     plan = Plan(goal="g", tasks=(Task(id="T1", title="never", verify="python -c 'raise SystemExit(1)'"),))

@@ -24,10 +24,10 @@ from hilbert.fleet.run import run_fleet
 from hilbert.fleet.scheduler import claims_overlap
 from hilbert.models import make_model
 from hilbert.settings import Settings
+from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
 from hilbert.store.kinds import FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import SampleProject, generate_sample_project
 from hilbert.workspaces.integration import INTEGRATION
 
 WORKERS = 128

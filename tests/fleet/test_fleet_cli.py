@@ -13,8 +13,8 @@ from fleet_support import commit_all
 from cli_support import run_cli
 from hilbert.commands import command_env
 from hilbert.fleet.plan import parse_plan
+from hilbert.sim.sample import generate_sample_project
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import generate_sample_project
 
 
 def hilbert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -22,16 +22,16 @@ from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.plan import Task, parse_plan
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
+from hilbert.sim.lead import LeadResponder
+from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.lead import LeadPolicy
-from hilbert.testing.sample import SampleProject, generate_sample_project
 
 GOAL = "Make the test suite of this project pass"
 
 
 def plan_with_lead(
-    tmp_path: Path, project: SampleProject, policy: LeadPolicy, task: str = GOAL, turns: int = 30
+    tmp_path: Path, project: SampleProject, policy: LeadResponder, task: str = GOAL, turns: int = 30
 ) -> tuple[AgentResult, Path, EventStore]:
     plan_path = tmp_path / "run" / "PLAN.md"
     store = EventStore.open(tmp_path / "log.db")
@@ -107,7 +107,7 @@ def test_the_lead_plans_one_task_per_broken_function(tmp_path: Path, seed: int, 
     project = generate_sample_project(tmp_path / "proj", seed, bugs=3)
     broken = sorted({bug.file for bug in project.bugs})
     assert len(broken) == modules  # seed 0 puts two of its three bugs in one module
-    result, plan_path, store = plan_with_lead(tmp_path, project, LeadPolicy())
+    result, plan_path, store = plan_with_lead(tmp_path, project, LeadResponder())
     assert result.status == "finished", result.reason
     plan = parse_plan(plan_path.read_text())
     assert plan.goal == GOAL and len(plan.tasks) == 3
@@ -122,7 +122,7 @@ def test_the_lead_plans_one_task_per_broken_function(tmp_path: Path, seed: int, 
 
 def test_the_lead_plans_a_task_per_function_across_twelve_modules_and_pairs(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "proj", 3, bugs=24, modules=12, paired=2)
-    result, plan_path, store = plan_with_lead(tmp_path, project, LeadPolicy(final_task=True))
+    result, plan_path, store = plan_with_lead(tmp_path, project, LeadResponder(final_task=True))
     assert result.status == "finished", result.reason
     *fixes, last = parse_plan(plan_path.read_text()).tasks
     assert len(fixes) == 24 + 2 * 2  # one per broken function; each half of a pair has its own
@@ -138,7 +138,7 @@ def test_the_lead_plans_a_task_per_function_across_twelve_modules_and_pairs(tmp_
 
 def test_the_lead_pages_through_a_survey_too_long_for_one_answer(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "proj", 5, bugs=128, modules=48)
-    result, plan_path, store = plan_with_lead(tmp_path, project, LeadPolicy(), turns=80)
+    result, plan_path, store = plan_with_lead(tmp_path, project, LeadResponder(), turns=80)
     assert result.status == "finished", result.reason
     tasks = parse_plan(plan_path.read_text()).tasks
     assert len(tasks) == 128
@@ -153,7 +153,7 @@ def test_the_lead_pages_through_a_survey_too_long_for_one_answer(tmp_path: Path)
 
 def test_the_final_task_depends_on_all_the_others(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "proj", 2, bugs=3)
-    result, plan_path, _ = plan_with_lead(tmp_path, project, LeadPolicy.from_options({"final": "true"}, 0))
+    result, plan_path, _ = plan_with_lead(tmp_path, project, LeadResponder.from_options({"final": "true"}, 0))
     assert result.status == "finished", result.reason
     plan = parse_plan(plan_path.read_text())
     *fixes, last = plan.tasks
@@ -170,7 +170,7 @@ def test_the_lead_fixes_a_plan_that_write_plan_refused(tmp_path: Path) -> None:
     result, plan_path, store = plan_with_lead(
         tmp_path,
         project,
-        LeadPolicy(final_task=True),
+        LeadResponder(final_task=True),
         task="Make the tests pass\n## Context\nThe suite is small.",
     )
     assert result.status == "finished", result.reason
@@ -183,11 +183,11 @@ def test_the_lead_fixes_a_plan_that_write_plan_refused(tmp_path: Path) -> None:
 
 
 def test_the_lead_says_so_when_the_planning_tools_are_missing() -> None:
-    from hilbert.testing.engineer.harness import HILBERT_TOOLS
+    from hilbert.sim.engineer.harness import HILBERT_TOOLS
     from hilbert.testing.fake_server import Conversation
 
     conversation = Conversation("openai-chat", "fake", "", (), HILBERT_TOOLS)
-    reply = LeadPolicy().reply(conversation)
+    reply = LeadResponder().reply(conversation)
     assert not reply.tool_calls and "write_plan" in reply.text
 
 
@@ -239,7 +239,7 @@ def test_planning_tools_are_read_only_and_the_plan_lives_outside(tmp_path: Path)
 
 
 def test_the_lead_maps_imports_to_the_project_files_they_name() -> None:
-    from hilbert.testing.lead.procedure import imported_modules
+    from hilbert.sim.lead.procedure import imported_modules
 
     files = {"src/pkg/__init__.py", "src/pkg/dates.py", "pkg2/__init__.py", "tests/test_x.py"}
     source = "import os\nimport pytest\nfrom pkg import dates, helper\nfrom pkg2 import thing\n"
@@ -249,7 +249,7 @@ def test_the_lead_maps_imports_to_the_project_files_they_name() -> None:
 
 
 def test_the_lead_groups_by_what_a_test_calls_then_by_its_name_then_by_its_file() -> None:
-    from hilbert.testing.lead.procedure import Group, group_tests
+    from hilbert.sim.lead.procedure import Group, group_tests
 
     files = {"pkg/a.py", "pkg/b.py", "pkg/__init__.py"}
     source = (
@@ -274,8 +274,8 @@ def test_the_lead_groups_by_what_a_test_calls_then_by_its_name_then_by_its_file(
 
 
 def test_a_cut_survey_is_read_from_the_saved_output_a_page_at_a_time(tmp_path: Path) -> None:
-    from hilbert.testing.engineer.actions import Observation
-    from hilbert.testing.lead.procedure import PAGE_LINES, whole_output
+    from hilbert.sim.engineer.actions import Observation
+    from hilbert.sim.lead.procedure import PAGE_LINES, whole_output
 
     saved = [f"FAILED tests/test_a.py::test_{n} - assert 1 == 2" for n in range(PAGE_LINES + 30)]
     (tmp_path / ".hilbert" / "outputs").mkdir(parents=True)

@@ -16,10 +16,11 @@ from hilbert.fleet.liveness import Watch, assess
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
-from hilbert.models.types import Completion, Message, Model, TextCallback, ToolSpec
+from hilbert.models.types import Completion, Message, Model, ToolSpec
 from hilbert.settings import LivenessSettings, Settings
 from hilbert.store import EventStore
-from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
+from hilbert.testing import FunctionModel
+from hilbert.testing.fake_server import FakeServer, ScriptedResponder
 
 TURNS = [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "a\n"}}]},
@@ -28,27 +29,19 @@ TURNS = [
 ]
 
 
-class Faulty:
+def failing_once(model: Model, fail_on: int, *, hang: bool = False) -> FunctionModel:
     """A real model (over HTTP to the fake server) whose `fail_on`-th call fails once: it raises
     (the worker's loop crashes) or, with `hang`, never returns (the worker hangs)."""
 
-    def __init__(self, model: Model, fail_on: int, *, hang: bool = False) -> None:
-        self.model, self.fail_on, self.hang, self.calls = model, fail_on, hang, 0
-        self.name = model.name
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        on_text: TextCallback | None = None,
-    ) -> Completion:
-        self.calls += 1
-        if self.calls == self.fail_on:
-            if self.hang:
+    async def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Completion:
+        if wrapped.calls == fail_on:
+            if hang:
                 await asyncio.sleep(3600)
             raise RuntimeError("the worker's process lost its connection")
-        return await self.model.complete(messages, tools, on_text=on_text)
+        return await model.complete(messages, tools)
+
+    wrapped = FunctionModel(answer, name=model.name)
+    return wrapped
 
 
 def fleet(
@@ -60,7 +53,7 @@ def fleet(
         goal="g", tasks=(Task(id="T1", title="write a and b", verify="test -f a.txt && test -f b.txt"),)
     )
     with (
-        FakeServer(ScriptedPolicy.from_turns(TURNS)) as server,
+        FakeServer(ScriptedResponder.from_turns(TURNS)) as server,
         EventStore.open(tmp_path / "log.db") as store,
     ):
         model = make_model(f"openai:fake@{server.openai_base_url}", env={})
@@ -70,7 +63,7 @@ def fleet(
                 repo=repo,
                 root=tmp_path / "run",
                 run="r",
-                model=Faulty(model, fail_on=2, hang=hang) if faulty else model,
+                model=failing_once(model, fail_on=2, hang=hang) if faulty else model,
                 store=store,
                 runner=Runner.unsandboxed(ENV),
                 settings=replace(

@@ -16,7 +16,7 @@ from hilbert.commands import command_env
 from hilbert.fleet.plan import parse_plan
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.fake_server.policies import ScriptedPolicy
+from hilbert.testing.fake_server.responders import ScriptedResponder
 
 PLAN = {
     "goal": "make the tests pass",
@@ -66,7 +66,7 @@ def test_the_lead_plans_in_a_disposable_checkout_and_the_repository_is_untouched
     env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
 
     def plan(*extra: str, explore: bool = True) -> subprocess.CompletedProcess[str]:
-        with FakeServer(ScriptedPolicy.from_turns(lead_turns(repo.resolve(), explore=explore))) as lead:
+        with FakeServer(ScriptedResponder.from_turns(lead_turns(repo.resolve(), explore=explore))) as lead:
             model = f"anthropic:lead@{lead.base_url}"
             return run_cli(
                 "plan",

@@ -10,10 +10,10 @@ from pathlib import Path
 from fleet_support import commit_all
 
 from cli_support import run_cli
-from hilbert.agent.tools import command_env
+from hilbert.commands import command_env
+from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import generate_sample_project
 
 MAKEFILE = "check:\n\tpython -m pytest -q -p no:cacheprovider\n"
 

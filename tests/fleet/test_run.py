@@ -16,9 +16,10 @@ from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
 from hilbert.settings import Settings
+from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
+from hilbert.testing import FunctionModel
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import SampleProject, generate_sample_project
 from hilbert.workspaces.integration import INTEGRATION
 
 
@@ -143,27 +144,26 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
     records the error, archives what the worker wrote, retries the task with a new worker, ends green."""
     import shutil
 
-    from hilbert.testing.fake_server import ScriptedPolicy
+    from hilbert.testing.fake_server import ScriptedResponder
 
     repo = readme_repo(tmp_path / "repo")
-    script = ScriptedPolicy.from_turns(
+    script = ScriptedResponder.from_turns(
         [
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
             {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "done.txt"}}]},
         ]
     )
 
-    class Damaging:
+    def damaging(model: Any) -> FunctionModel:
         """The model, but its first call first removes the first worker's repository (from outside)."""
 
-        def __init__(self, model: Any) -> None:
-            self.model, self.name, self.calls = model, model.name, 0
-
-        async def complete(self, messages: Any, tools: Any = (), *, on_text: Any = None) -> Any:
-            self.calls += 1
-            if self.calls == 1:
+        async def answer(messages: Any, tools: Any) -> Any:
+            if wrapped.calls == 1:
                 shutil.rmtree(tmp_path / "run" / "git" / "poincare.git")
-            return await self.model.complete(messages, tools, on_text=on_text)
+            return await model.complete(messages, tools)
+
+        wrapped = FunctionModel(answer, name=model.name)
+        return wrapped
 
     plan = Plan(goal="g", tasks=(Task(id="T1", title="write done.txt", verify="test -f done.txt"),))
     with FakeServer(script) as server, EventStore.open(tmp_path / "log.db") as store:
@@ -173,7 +173,7 @@ def test_a_harness_step_that_fails_mid_run_is_recorded_the_work_archived_and_the
                 repo=repo,
                 root=tmp_path / "run",
                 run="r",
-                model=Damaging(make_model(f"openai:fake@{server.openai_base_url}", env={})),
+                model=damaging(make_model(f"openai:fake@{server.openai_base_url}", env={})),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
                 settings=Settings.of(
@@ -202,10 +202,10 @@ def test_a_task_budget_in_the_plan_bounds_each_attempt(tmp_path: Path) -> None:
     """T1's plan gives an attempt one model call; the worker needs two, so T1 never lands. T2, on the
     run's default budget, does the same work and merges."""
     from hilbert.fleet.plan import Budget
-    from hilbert.testing.fake_server import ScriptedPolicy
+    from hilbert.testing.fake_server import ScriptedResponder
 
     repo = readme_repo(tmp_path / "repo")
-    two_turns = ScriptedPolicy.from_turns(
+    two_turns = ScriptedResponder.from_turns(
         [
             {"tool_calls": [{"name": "write_file", "arguments": {"path": "done.txt", "content": "done\n"}}]},
             {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "done.txt"}}]},

@@ -22,7 +22,7 @@ from hilbert.models import make_model
 from hilbert.settings import TimeoutSettings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.fake_server.policies import ScriptedPolicy
+from hilbert.testing.fake_server.responders import ScriptedResponder
 from hilbert.workspaces import Git, Workspaces
 
 CHECK = "python3 check.py"
@@ -96,7 +96,7 @@ def gated_agent(
             **gate,
         )
         with (
-            FakeServer(ScriptedPolicy.from_turns(turns)) as server,
+            FakeServer(ScriptedResponder.from_turns(turns)) as server,
             EventStore.open(tmp_path / "l.db") as store,
         ):
             result = await run_agent(
@@ -240,7 +240,10 @@ def _one_task_fleet(
     from hilbert.settings import Settings
 
     make_repo(tmp_path / "repo")
-    with FakeServer(ScriptedPolicy.from_turns(turns)) as server, EventStore.open(tmp_path / "l.db") as store:
+    with (
+        FakeServer(ScriptedResponder.from_turns(turns)) as server,
+        EventStore.open(tmp_path / "l.db") as store,
+    ):
         result = asyncio.run(
             run_fleet(
                 Plan(goal="g", tasks=(task,)),
@@ -294,7 +297,7 @@ def test_heldout_folders_are_checked_before_anything_runs(tmp_path: Path) -> Non
 
 def test_a_task_the_judge_calls_impossible_goes_to_the_lead_at_once(tmp_path: Path) -> None:
     verdict = '{"verdict": "impossible", "reasons": ["the check expects add(2, 3) to be both 5 and 6"]}'
-    with FakeServer(ScriptedPolicy.from_turns([verdict])) as judge:
+    with FakeServer(ScriptedResponder.from_turns([verdict])) as judge:
         judge_model = make_model(f"anthropic:fake-judge@{judge.base_url}", env={})
         task = Task(id="T1", title="fix add", verify="python -m pytest -q tests")
         fix = write("calc.py", "def add(a, b):\n    return a + b\n")

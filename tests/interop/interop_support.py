@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hilbert.testing.sample import SampleProject, generate_sample_project
+from hilbert.sim.sample import SampleProject, generate_sample_project
 
 REPO = Path(__file__).resolve().parents[2]
 NPM_BIN = REPO / "tools" / "npm" / "node_modules" / ".bin"

@@ -1,5 +1,5 @@
 """Claude Code (the real binary, pinned in tools/npm) fixes a one-bug sample project through hilbert's
-fake server speaking Anthropic Messages, with the engineer policy driving its Bash/Read/Edit tools."""
+fake server speaking Anthropic Messages, with the engineer responder driving its Bash/Read/Edit tools."""
 
 from __future__ import annotations
 

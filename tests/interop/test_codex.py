@@ -1,5 +1,5 @@
 """Codex CLI (the real binary, pinned in tools/npm) fixes a one-bug sample project through hilbert's
-fake server speaking OpenAI Responses, with the engineer policy driving exec_command and apply_patch."""
+fake server speaking OpenAI Responses, with the engineer responder driving exec_command and apply_patch."""
 
 from __future__ import annotations
 

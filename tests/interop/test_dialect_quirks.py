@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 from hilbert.models.types import Message, ToolCall, ToolSpec
-from hilbert.testing.engineer.actions import Grep, Read, Run
-from hilbert.testing.engineer.dialect_aider import detect as detect_aider
-from hilbert.testing.engineer.dialects_external import detect_claude_code, detect_mini_swe_agent
-from hilbert.testing.fake_server.policy import Conversation
+from hilbert.sim.engineer.actions import Grep, Read, Run
+from hilbert.sim.engineer.dialect_aider import detect as detect_aider
+from hilbert.sim.engineer.dialects_external import detect_claude_code, detect_mini_swe_agent
+from hilbert.testing.fake_server.responder import Conversation
 
 SOURCE = "def add(a, b):\n    return a - b\n"
 

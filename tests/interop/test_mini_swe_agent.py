@@ -1,5 +1,5 @@
 """mini-swe-agent (the real `mini` CLI, pinned in .tools/mini-swe-agent) fixes a one-bug sample project
-through hilbert's fake server speaking OpenAI Chat Completions, with the engineer policy driving its
+through hilbert's fake server speaking OpenAI Chat Completions, with the engineer responder driving its
 one `bash` tool and ending with mini-swe-agent's submit command."""
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
 from hilbert.commands import Runner, command_env
 from hilbert.models import make_model
+from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.sample import generate_sample_project
 
 pytestmark = pytest.mark.interop
 KEYS = {"OPENAI_API_KEY": "test", "ANTHROPIC_API_KEY": "test"}

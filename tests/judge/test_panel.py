@@ -1,7 +1,7 @@
 """The review panel: findings agree by file, category and overlapping lines; a blocking finding that a
 second reviewer agrees with sends the task back; families decide independence; and, end to end, three
 real model adapters (Anthropic, OpenAI Chat, OpenAI Responses) review real git changes through the
-fake server's `reviewer` policy."""
+fake server's `reviewer` responder."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ from hilbert.judge.panel import (
 from hilbert.judge.verdict import render_diff
 from hilbert.models import make_model
 from hilbert.models.families import family_of
+from hilbert.sim.reviewer import parse_diff
 from hilbert.skills import load_skill, parse_skill
-from hilbert.testing.fake_server import FakeServer, make_policy
-from hilbert.testing.reviewer import parse_diff
+from hilbert.testing.fake_server import FakeServer, make_responder
 
 TASK = "Fix `scale(x, factor)` in calc/ops.py: it must return x multiplied by factor, for every input."
 HONEST = {"calc/ops.py": replace("return x + factor  # the bug: should multiply", "return x * factor")}
@@ -350,8 +350,8 @@ def test_text_in_the_diff_addressed_to_the_reviewer_stays_inside_the_fence(tmp_p
 
 
 def test_the_reviewer_policy_is_registered_and_refuses_unknown_modes() -> None:
-    assert make_policy("reviewer:mode=lax+narrow").name == "reviewer"
+    assert make_responder("reviewer:mode=lax+narrow").name == "reviewer"
     with pytest.raises(UserError, match="unknown mode psychic"):
-        make_policy("reviewer:mode=psychic")
+        make_responder("reviewer:mode=psychic")
     with pytest.raises(UserError, match="no option seed"):
-        make_policy("reviewer:seed=1")
+        make_responder("reviewer:seed=1")

@@ -16,7 +16,7 @@ from error_server import Scripted, error_server, url
 
 from hilbert.errors import ModelError
 from hilbert.models import Completion, Message, Model, RetryPolicy, make_model
-from hilbert.testing.fake_server import FakeServer, ScriptedPolicy
+from hilbert.testing.fake_server import FakeServer, ScriptedResponder
 
 PROTOCOLS = ("anthropic", "openai", "openai-responses")
 ANSWER = "The fix is to pass tzinfo through; the answer is a one-line change in parse_date."
@@ -38,7 +38,9 @@ def faults_seen(server: FakeServer) -> list[str | None]:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_rate_limits_are_retried_after_the_delay_the_server_asked_for(protocol: str) -> None:
-    with FakeServer(ScriptedPolicy.from_turns([ANSWER]), faults="429=0.5,retry_after=0.15", seed=0) as server:
+    with FakeServer(
+        ScriptedResponder.from_turns([ANSWER]), faults="429=0.5,retry_after=0.15", seed=0
+    ) as server:
         done, elapsed = call(server, protocol)
         seen = faults_seen(server)
     assert done.message.content == ANSWER
@@ -50,7 +52,7 @@ def test_rate_limits_are_retried_after_the_delay_the_server_asked_for(protocol: 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("fault", ["500", "529", "truncate"])
 def test_server_errors_and_cut_streams_are_retried_until_a_reply_arrives(protocol: str, fault: str) -> None:
-    with FakeServer(ScriptedPolicy.from_turns([ANSWER]), faults=f"{fault}=0.5", seed=0) as server:
+    with FakeServer(ScriptedResponder.from_turns([ANSWER]), faults=f"{fault}=0.5", seed=0) as server:
         done, _ = call(server, protocol)
         seen = faults_seen(server)
     assert seen == [fault, fault, None]
@@ -61,7 +63,7 @@ def test_server_errors_and_cut_streams_are_retried_until_a_reply_arrives(protoco
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_hung_server_times_out_and_is_retried(protocol: str) -> None:
-    with FakeServer(ScriptedPolicy.from_turns([ANSWER]), faults="hang=0.5", seed=0) as server:
+    with FakeServer(ScriptedResponder.from_turns([ANSWER]), faults="hang=0.5", seed=0) as server:
         done, elapsed = call(server, protocol, timeout_s=0.2)
         seen = faults_seen(server)
     assert seen == ["hang", "hang", None]
@@ -73,7 +75,7 @@ def test_a_hung_server_times_out_and_is_retried(protocol: str) -> None:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_persistent_rate_limits_exhaust_the_tries_with_a_clear_error(protocol: str) -> None:
     retry = RetryPolicy(max_attempts=3, base_delay_s=0.01)
-    with FakeServer(ScriptedPolicy.from_turns([ANSWER]), faults="429=1.0,retry_after=0.05") as server:
+    with FakeServer(ScriptedResponder.from_turns([ANSWER]), faults="429=1.0,retry_after=0.05") as server:
         with pytest.raises(ModelError) as caught:
             call(server, protocol, retry=retry)
         requests = len(server.requests)
@@ -86,7 +88,7 @@ def test_persistent_rate_limits_exhaust_the_tries_with_a_clear_error(protocol: s
 
 def test_the_time_budget_cuts_a_long_retry_after_short() -> None:
     retry = RetryPolicy(max_attempts=10, max_total_s=0.5)
-    with FakeServer(ScriptedPolicy.from_turns([ANSWER]), faults="429=1.0,retry_after=30") as server:
+    with FakeServer(ScriptedResponder.from_turns([ANSWER]), faults="429=1.0,retry_after=30") as server:
         started = time.monotonic()
         with pytest.raises(ModelError) as caught:
             call(server, "openai", retry=retry)

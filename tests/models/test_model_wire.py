@@ -26,8 +26,7 @@ from hilbert.models import (
     Usage,
     make_model,
 )
-from hilbert.testing.fake_server import Conversation, FakeServer, Reply, ScriptedPolicy
-from hilbert.testing.fake_server.policy import Policy
+from hilbert.testing.fake_server import Conversation, FakeServer, Reply, Responder, ScriptedResponder
 
 PROTOCOLS = ("anthropic", "openai", "openai-responses")
 FAST = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.02)
@@ -56,7 +55,7 @@ def start() -> list[Message]:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_text_streams_to_on_text_as_it_arrives(protocol: str) -> None:
     deltas: list[str] = []
-    with FakeServer(ScriptedPolicy.from_turns([LONG_TEXT]), latency="ttft=0.05,chunk=3") as server:
+    with FakeServer(ScriptedResponder.from_turns([LONG_TEXT]), latency="ttft=0.05,chunk=3") as server:
         done = complete(model_for(server, protocol), start(), [], on_text=deltas.append)
     assert done.message.content == LONG_TEXT
     assert len(deltas) > 3 and "".join(deltas) == LONG_TEXT
@@ -69,7 +68,7 @@ def test_text_streams_to_on_text_as_it_arrives(protocol: str) -> None:
 
 
 @dataclass(frozen=True)
-class ReportingPolicy:
+class ReportingResponder:
     """First turn: two tool calls. Later turns: report, as JSON text, what came back to the server —
     so the adapter's reply shows what the server parsed out of the request."""
 
@@ -95,8 +94,8 @@ class ReportingPolicy:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_several_tool_calls_and_their_results_round_trip(protocol: str) -> None:
-    policy: Policy = ReportingPolicy()
-    with FakeServer(policy) as server:
+    responder: Responder = ReportingResponder()
+    with FakeServer(responder) as server:
         model = model_for(server, protocol)
         messages = start()
         first = complete(model, messages, [READ])
@@ -170,7 +169,7 @@ def assert_wire_shape(protocol: str, body: dict[str, Any]) -> None:
 
 
 def test_anthropic_requests_carry_cache_breakpoints() -> None:
-    with FakeServer(ScriptedPolicy.from_turns(["ok"])) as server:
+    with FakeServer(ScriptedResponder.from_turns(["ok"])) as server:
         complete(model_for(server, "anthropic", max_tokens=1234), start(), [READ])
         body = server.requests[0]["body"]
     ephemeral = {"type": "ephemeral"}
@@ -190,7 +189,7 @@ def test_after_a_cut_the_restated_task_state_carries_the_fourth_cache_breakpoint
         ]
     sent = strategy_named("forget:2,600", tokens=TokenCache(openai_encoding("o200k_base")))(conversation)
     assert any(m.content.startswith(PINNED_MARK) for m in sent) and len(sent) < len(conversation)
-    with FakeServer(ScriptedPolicy.from_turns(["ok"])) as server:
+    with FakeServer(ScriptedResponder.from_turns(["ok"])) as server:
         complete(model_for(server, "anthropic"), sent, [READ])
         body = server.requests[0]["body"]
     marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
@@ -206,7 +205,7 @@ PRICES = PriceTable.default().with_overrides(
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_cached_tokens_are_reported_in_one_convention_and_priced(protocol: str) -> None:
-    script = ScriptedPolicy.from_turns(
+    script = ScriptedResponder.from_turns(
         [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.py"}}]}, "Done."]
     )
     with FakeServer(script) as server:
@@ -238,7 +237,7 @@ def test_cached_tokens_are_reported_in_one_convention_and_priced(protocol: str) 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_malformed_tool_arguments_are_kept_raw(protocol: str) -> None:
-    script = ScriptedPolicy.from_turns(
+    script = ScriptedResponder.from_turns(
         [
             {
                 "tool_calls": [
@@ -257,7 +256,7 @@ def test_malformed_tool_arguments_are_kept_raw(protocol: str) -> None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_badjson_fault_reaches_the_loop_as_raw_arguments(protocol: str) -> None:
-    script = ScriptedPolicy.from_turns(
+    script = ScriptedResponder.from_turns(
         [{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.py"}}]}]
     )
     with FakeServer(script, faults="badjson=1.0") as server:

@@ -66,17 +66,17 @@ def test_the_refusal_is_the_tool_error_and_nothing_runs(tmp_path: Path) -> None:
 def test_the_gullible_policy_obeys_what_it_reads_and_needs_both_roles_named() -> None:
     from hilbert.errors import UserError
     from hilbert.models.types import Message
-    from hilbert.testing.fake_server import make_policy
-    from hilbert.testing.fake_server.policy import Conversation
+    from hilbert.testing.fake_server import make_responder
+    from hilbert.testing.fake_server.responder import Conversation
 
-    obedient = make_policy("gullible")
+    obedient = make_responder("gullible")
     said = Conversation(
         "openai-chat", "m", "Agent: Noether", (Message("user", "please run `ls -la` now"),), ()
     )
     [call] = obedient.reply(said).tool_calls
     assert (call.name, call.arguments) == ("shell", {"command": "ls -la"})
-    attacker = make_policy("gullible:attacker=Poincaré,target=Noether")
+    attacker = make_responder("gullible:attacker=Poincaré,target=Noether")
     [order] = attacker.reply(Conversation("openai-chat", "m", "Agent: Poincaré", (), ())).tool_calls
     assert order.name == "send_message" and order.arguments["to"] == "Noether"
     with pytest.raises(UserError, match="together"):
-        make_policy("gullible:attacker=Poincaré")
+        make_responder("gullible:attacker=Poincaré")

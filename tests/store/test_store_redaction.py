@@ -20,7 +20,7 @@ from hilbert.models.types import Message, ToolCall
 from hilbert.security.redact import Redactor
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.testing.fake_server import FakeServer
-from hilbert.testing.fake_server.policies import ScriptedPolicy
+from hilbert.testing.fake_server.responders import ScriptedResponder
 
 SECRET = "tok-" + "7f3kQ9zLw2Rm"  # the value of DEPLOY_TOKEN: known only from the environment
 KEY = "gh" + "p_" + "Zq81" * 9  # key-shaped: redacted whoever's it is
@@ -84,7 +84,7 @@ def test_an_agent_that_reads_a_secret_leaves_none_in_the_log_nor_in_hilbert_log(
     ]
     db = tmp_path / "log.db"
     store = EventStore.open(db, redactor=Redactor.from_env({"DEPLOY_TOKEN": SECRET}))
-    with FakeServer(ScriptedPolicy.from_turns(turns)) as server:
+    with FakeServer(ScriptedResponder.from_turns(turns)) as server:
         result = asyncio.run(
             run_agent(
                 run="r",

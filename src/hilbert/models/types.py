@@ -1,6 +1,6 @@
 """Provider-neutral conversation types and the one `Model` seam.
 
-Everything above the wire (the loop, the store, policies, the fake server's policies) speaks these
+Everything above the wire (the loop, the store, policies, the fake server's responders) speaks these
 types; the adapters in this package translate them to and from one provider's wire format and hold
 no policy. Data types are frozen dataclasses; `to_json`/`from_json` serialise them at the edges.
 

@@ -150,11 +150,11 @@ def demo(
 ) -> None:
     """Offline demo: a lead and a fleet of workers fix a generated project against the fake model server."""
     if single:
-        from hilbert.ui.demo import run_demo
+        from hilbert.sim.demo.single import run_demo
 
         ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol, unsandboxed=unsandboxed))
     else:
-        from hilbert.ui.fleet_demo import run_fleet_demo
+        from hilbert.sim.demo.fleet import run_fleet_demo
 
         ok = asyncio.run(run_fleet_demo(directory, seed=seed, workers=workers, unsandboxed=unsandboxed))
     sys.exit(0 if ok else 1)
@@ -169,10 +169,12 @@ def demo(
     help="TCP port on 127.0.0.1 (0: any free port).",
 )
 @click.option(
+    "--responder",
     "--policy",
+    "responder",
     default="engineer",
     show_default=True,
-    help="Reply policy: engineer, scripted:file=PATH, ... (NAME or NAME:key=value,...).",
+    help="Who answers: engineer, scripted:file=PATH, ... (NAME or NAME:key=value,...; --policy: old name).",
 )
 @click.option("--latency", help="Latency spec, e.g. realistic or ttft=0.5,tps=80.")
 @click.option(
@@ -180,7 +182,7 @@ def demo(
     help="Fault rates, e.g. 429=0.1,529=0.05,truncate=0.05 (kinds: 429 500 529 hang truncate badjson"
     " 401 404 overflow refused; options retry_after=S, hang_s=S).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for faults, latency and policies.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for faults, latency, responders.")
 @click.option(
     "--record",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -189,6 +191,7 @@ def demo(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 def fake_server(**options: Any) -> None:
     """Run the fake model server (OpenAI Chat, OpenAI Responses, Anthropic Messages)."""
+    import hilbert.sim  # noqa: F401  (registers the simulation's responders: engineer, lead, ...)
     from hilbert.testing.fake_server import serve
 
     serve(**options)
@@ -458,7 +461,7 @@ def ask(name: str, question: str, run_id: str | None, db: Path | None, model: st
 @click.option("--bugs", type=int, default=1, show_default=True, help="How many bugs to inject.")
 def sample_project(dest: Path, seed: int, bugs: int) -> None:
     """Generate a small Python project whose tests fail because of injected bugs."""
-    from hilbert.testing.sample import generate_sample_project
+    from hilbert.sim.sample import generate_sample_project
 
     if dest.exists() and any(dest.iterdir()):
         raise UserError(f"{dest} is not empty", hint="name a new or empty directory")

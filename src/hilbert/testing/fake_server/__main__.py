@@ -1,5 +1,6 @@
-"""`python -m hilbert.testing.fake_server`: the fake server in the foreground, for benchmarks and
-demos before `hilbert fake-server` (the CLI) is wired to `serve`. Same flags as the CLI."""
+"""`python -m hilbert.testing.fake_server`: the fake server in the foreground, for benchmarks, with
+only the responders shipped here (scripted, echo). `hilbert fake-server` (the CLI) takes the same
+flags and also knows the simulation's responders (engineer, lead, ...: `hilbert.sim`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: a free one)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
-        "--policy", default="echo", help="NAME or NAME:key=value,... (scripted, echo, engineer)"
+        "--responder",
+        "--policy",
+        dest="responder",
+        default="echo",
+        help="NAME or NAME:key=value,... (scripted:file=PATH, echo); --policy is its old name",
     )
     parser.add_argument("--latency", default=None, help="none, realistic, or e.g. ttft=0.5,tps=80")
     parser.add_argument("--faults", default=None, help="e.g. 429=0.1,529=0.05,truncate=0.05")
@@ -25,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(
             port=args.port,
-            policy=args.policy,
+            responder=args.responder,
             latency=args.latency,
             faults=args.faults,
             seed=args.seed,

@@ -1,7 +1,7 @@
 """The fake server's ASGI application: routing, and the life of one completion request.
 
 A completion request is read, parsed by its wire module into a `Conversation`, given at most one
-fault, answered by the policy, measured (tokens, simulated prompt cache), recorded, and rendered on
+fault, answered by the responder, measured (tokens, simulated prompt cache), recorded, and rendered on
 the same protocol, streamed or not, paced by the latency spec. Routes accept both `/v1/...` and the
 bare path (some clients drop the `/v1`); query strings such as `?beta=true` are ignored.
 
@@ -12,7 +12,7 @@ bare path (some clients drop the `/v1`); query strings such as `?beta=true` are 
     GET  /v1/models[/{id}]         model list (Anthropic's shape when `anthropic-version` is sent)
     GET  /, /health                liveness
 
-This module holds the server's state for one run (policy, RNGs, cache, recorder, lifecycle); it is
+This module holds the server's state for one run (responder, RNGs, cache, recorder, lifecycle); it is
 created per server, never at import.
 """
 
@@ -34,8 +34,8 @@ from starlette.types import ASGIApp
 
 from hilbert.testing.fake_server import anthropic_wire, openai_chat_wire, openai_responses_wire
 from hilbert.testing.fake_server.faults import FaultSpec, LatencySpec, corrupt_arguments
-from hilbert.testing.fake_server.policy import Policy
 from hilbert.testing.fake_server.recording import Recorder, reply_json, selected_headers, usage_json
+from hilbert.testing.fake_server.responder import Responder
 from hilbert.testing.fake_server.streaming import HangResponse, JSONBodyResponse, Lifecycle, SSEResponse
 from hilbert.testing.fake_server.usage import PromptCache, measure, prompt_tokens
 from hilbert.testing.fake_server.wire import BadRequest, Ids, check_tool_results
@@ -59,7 +59,7 @@ class FakeApp:
 
     def __init__(
         self,
-        policy: Policy,
+        responder: Responder,
         *,
         faults: FaultSpec,
         latency: LatencySpec,
@@ -67,7 +67,7 @@ class FakeApp:
         recorder: Recorder,
         cache: PromptCache | None = None,
     ) -> None:
-        self.policy = policy
+        self.responder = responder
         self.faults = faults
         self.latency = latency
         self.recorder = recorder
@@ -177,10 +177,12 @@ class FakeApp:
             )
             return HangResponse(self.lifecycle, limit_s=self.faults.hang_s, give_up=(504, give_up))
         try:
-            reply = self.policy.reply(conversation)
-        except Exception as err:  # a policy bug: the client gets a 500 that names it, the log the traceback
-            logger.exception("fake-server policy %s failed", getattr(self.policy, "name", self.policy))
-            return self._error(entry, wire, 500, f"policy failed: {type(err).__name__}: {err}")
+            reply = self.responder.reply(conversation)
+        except Exception as err:  # a responder bug: the client gets a 500 naming it, the log the traceback
+            logger.exception(
+                "fake-server responder %s failed", getattr(self.responder, "name", self.responder)
+            )
+            return self._error(entry, wire, 500, f"responder failed: {type(err).__name__}: {err}")
         usage = measure(self.cache, conversation, reply)
         entry["reply"], entry["usage"] = reply_json(reply), usage_json(usage)
         sent = corrupt_arguments(reply) if fault == "badjson" else reply

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hilbert.errors import UserError
-from hilbert.testing.fake_server.policy import Reply
+from hilbert.testing.fake_server.responder import Reply
 
 FAULT_KINDS = ("429", "500", "529", "hang", "truncate", "badjson", "401", "404", "overflow", "refused")
 Fault = Literal["429", "500", "529", "hang", "truncate", "badjson", "401", "404", "overflow", "refused"]

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from hilbert.models.types import Message, ToolCall, ToolSpec, Usage
-from hilbert.testing.fake_server.policy import Conversation, Reply
+from hilbert.testing.fake_server.responder import Conversation, Reply
 from hilbert.testing.fake_server.usage import chunk_text
 from hilbert.testing.fake_server.wire import (
     DELTA,

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 
 from hilbert.errors import RunError
 
 
-def start_process(*flags: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+def start_process(
+    *flags: str,
+    env: dict[str, str] | None = None,
+    program: Sequence[str] = ("-m", "hilbert.testing.fake_server"),
+) -> tuple[subprocess.Popen[str], str]:
     """Start `python -m hilbert.testing.fake_server --port 0 FLAGS...`; return the process and its base
-    URL once it listens. The caller stops it (terminate, then wait)."""
-    command = [sys.executable, "-m", "hilbert.testing.fake_server", "--port", "0", *flags]
+    URL once it listens. The caller stops it (terminate, then wait). `program` replaces what follows
+    `python`, e.g. `("-m", "hilbert.ui.cli", "fake-server")` for the CLI, which also knows the
+    simulation's responders."""
+    command = [sys.executable, *program, "--port", "0", *flags]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert server.stdout is not None
     line = server.stdout.readline()

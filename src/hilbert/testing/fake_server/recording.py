@@ -4,7 +4,7 @@
 An entry holds: `time` (unix seconds), `method`, `path` (with query), `protocol` (`anthropic`,
 `openai-chat`, `openai-responses`, or null for other endpoints), `headers` (a few useful ones;
 credentials are recorded only as present: `***`), `body` (the parsed JSON, or the raw text if it was
-not JSON), `status` (null for a hung request), `stream`, `fault`, `reply` (what the policy gave, before
+not JSON), `status` (null for a hung request), `stream`, `fault`, `reply` (what the responder gave, before
 any fault changed it) and `usage`. An entry is written when the server starts to answer, before the
 client can see the end of the response, so a test that has its reply also has its entry.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hilbert.models.types import Usage
-from hilbert.testing.fake_server.policy import Reply
+from hilbert.testing.fake_server.responder import Reply
 
 RECORDED_HEADERS = (
     "user-agent",

@@ -27,9 +27,9 @@ import uvicorn
 from hilbert.errors import UserError
 from hilbert.testing.fake_server.app import FakeApp
 from hilbert.testing.fake_server.faults import FaultSpec, LatencySpec
-from hilbert.testing.fake_server.policies import make_policy
-from hilbert.testing.fake_server.policy import Policy
 from hilbert.testing.fake_server.recording import Recorder
+from hilbert.testing.fake_server.responder import Responder
+from hilbert.testing.fake_server.responders import make_responder
 
 BACKLOG = 4096
 _START_TIMEOUT_S = 10.0
@@ -74,13 +74,15 @@ def _listen_socket(host: str, port: int) -> socket.socket:
 
 
 def _build_app(
-    policy: Policy | str, faults: Any, latency: Any, seed: int, recorder: Recorder
+    responder: Responder | str, faults: Any, latency: Any, seed: int, recorder: Recorder
 ) -> tuple[FakeApp, str]:
-    chosen = make_policy(policy, seed=seed) if isinstance(policy, str) else policy
+    chosen = make_responder(responder, seed=seed) if isinstance(responder, str) else responder
     fault_spec = faults if isinstance(faults, FaultSpec) else FaultSpec.parse(faults)
     latency_spec = latency if isinstance(latency, LatencySpec) else LatencySpec.parse(latency)
     app = FakeApp(chosen, faults=fault_spec, latency=latency_spec, seed=seed, recorder=recorder)
-    return app, policy if isinstance(policy, str) else getattr(policy, "name", type(policy).__name__)
+    return app, responder if isinstance(responder, str) else getattr(
+        responder, "name", type(responder).__name__
+    )
 
 
 async def _run(app: FakeApp, sock: socket.socket, stop: asyncio.Event, on_ready: Callable[[], None]) -> None:
@@ -123,18 +125,18 @@ async def _run(app: FakeApp, sock: socket.socket, stop: asyncio.Event, on_ready:
 class FakeServer:
     """The fake model server in a background thread, for tests:
 
-        with FakeServer(ScriptedPolicy.from_turns([...])) as server:
+        with FakeServer(ScriptedResponder.from_turns([...])) as server:
             client = openai.OpenAI(base_url=server.openai_base_url, api_key="x")
             ...
             assert server.requests[0]["path"] == "/v1/chat/completions"
 
-    `policy` is a Policy or a spec string (`scripted:file=...`); `faults` and `latency` are spec strings
+    `responder` is a Responder or a spec string (`scripted:file=...`); `faults` and `latency` are spec strings
     (see faults.py); `record` a JSONL file to append to. Bad specs raise UserError here.
     """
 
     def __init__(
         self,
-        policy: Policy | str,
+        responder: Responder | str,
         *,
         faults: str | FaultSpec | None = None,
         latency: str | LatencySpec | None = None,
@@ -144,7 +146,7 @@ class FakeServer:
         port: int = 0,
     ) -> None:
         self._recorder = Recorder(record, keep=True)
-        self.app, self.policy_name = _build_app(policy, faults, latency, seed, self._recorder)
+        self.app, self.responder_name = _build_app(responder, faults, latency, seed, self._recorder)
         self.host = host
         self.port = port
         self._thread: threading.Thread | None = None
@@ -222,7 +224,7 @@ def _raise_open_files_limit(wanted: int = 65536) -> None:
 def serve(
     *,
     port: int,
-    policy: Policy | str,
+    responder: Responder | str,
     latency: str | None = None,
     faults: str | None = None,
     seed: int = 0,
@@ -231,14 +233,16 @@ def serve(
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM. Prints one line once listening."""
     recorder = Recorder(record, keep=False)
-    app, policy_name = _build_app(policy, faults, latency, seed, recorder)
+    app, responder_name = _build_app(responder, faults, latency, seed, recorder)
     _raise_open_files_limit()
     sock = _listen_socket(host, port)
     bound = sock.getsockname()[1]
     extras = "".join(f" {k}={v}" for k, v in (("latency", latency), ("faults", faults)) if v)
 
     def ready() -> None:
-        print(f"fake-server listening on http://{host}:{bound} policy={policy_name}{extras}", flush=True)
+        print(
+            f"fake-server listening on http://{host}:{bound} responder={responder_name}{extras}", flush=True
+        )
 
     async def main() -> None:
         stop = asyncio.Event()

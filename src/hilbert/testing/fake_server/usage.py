@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from hilbert.models.types import Message, Usage
-from hilbert.testing.fake_server.policy import Conversation, Reply
+from hilbert.testing.fake_server.responder import Conversation, Reply
 
 TOKEN_RE = re.compile(r"\s*\w{1,4}|\s*[^\w\s]|\s+")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hilbert.models.types import ToolCall
-from hilbert.testing.fake_server.policy import Conversation
+from hilbert.testing.fake_server.responder import Conversation
 
 
 class BadRequest(Exception):

@@ -1,0 +1,108 @@
+"""How the simulated lead answers escalations: read each escalated task's reason, then decide.
+
+The brief is `hilbert.fleet.escalation.escalation_brief`'s text; the tools are `EscalationToolBox`'s.
+For each escalated task, in the brief's order:
+
+- its check can never pass (pytest collected nothing or cannot find the file: exit 4 or 5, "no tests
+  ran", "not found"), or the lead reopened it before and it failed again → `mark_impossible`;
+- otherwise → `reassign`, with a note fitted to the reason (a merge conflict: start from the new
+  tip; a claim the harness's check refuted: run the check before finishing);
+- if a reassign is refused (reopened too often), → `mark_impossible`.
+
+Then `finish`, listing what it did. Like the planning procedure it is a generator the responder replays
+from the conversation, and it reads only what it was told, never the file system.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from hilbert.sim.engineer.actions import Finish, Observation
+
+_SECTION = re.compile(r"^## (\S+) — (.*)$", re.MULTILINE)
+_VERIFY = re.compile(r"^verify: `(.*)`$", re.MULTILINE)
+_REOPENED = re.compile(r"reopened before: (\d+)")
+_HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Steer:
+    """Call one of the escalation tools with these arguments."""
+
+    tool: str
+    arguments: dict[str, Any]
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Escalated:
+    task: str
+    verify: str
+    reopened: int
+    reason: str
+
+
+EscalationAction = Steer | Finish
+Steps = Generator[EscalationAction, Observation, None]
+
+
+def answer_escalations(brief: str) -> Steps:
+    done: list[str] = []
+    for case in read_brief(brief):
+        step = decide(case)
+        answer = yield step
+        if step.tool == "reassign" and not answer.ok:
+            reason = f"reassigning was refused ({answer.text.strip()[:200]}); it does not land"
+            answer = yield Steer(
+                "mark_impossible", {"task": case.task, "reason": reason}, why="Then it stops."
+            )
+        verb = "reassigned" if step.tool == "reassign" and answer.ok else "marked impossible"
+        done.append(f"{case.task} {verb}" if answer.ok else f"{case.task}: {answer.text.strip()[:200]}")
+    yield Finish(
+        claim="Answered the escalations: " + ("; ".join(done) or "none were listed"),
+        evidence="Decided from each task's reason in the brief.",
+    )
+
+
+def read_brief(brief: str) -> list[Escalated]:
+    """The escalated tasks of an escalation brief, in order."""
+    heads = list(_SECTION.finditer(brief))
+    cases = []
+    for n, head in enumerate(heads):
+        body = brief[head.end() : heads[n + 1].start() if n + 1 < len(heads) else len(brief)]
+        verify = _VERIFY.search(body)
+        reopened = _REOPENED.search(body)
+        cases.append(
+            Escalated(
+                task=head.group(1),
+                verify=verify.group(1) if verify else "",
+                reopened=int(reopened.group(1)) if reopened else 0,
+                reason=body.split("why the last attempt did not land:", 1)[-1].strip(),
+            )
+        )
+    return cases
+
+
+def decide(case: Escalated) -> Steer:
+    if hopeless := _HOPELESS.search(case.reason):
+        reason = f"its check `{case.verify}` cannot pass as written ({hopeless.group(0)})"
+        return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
+    if case.reopened:
+        reason = f"reopened {case.reopened} time(s) already and it still did not land"
+        return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
+    if "conflict" in case.reason:
+        note = (
+            "The last attempt conflicted with work merged meanwhile; "
+            "you start from the new tip, so redo the fix there."
+        )
+    else:
+        note = (
+            f"The last attempts did not pass the harness's check. Run `{case.verify}` yourself, read every "
+            "failure, and finish only when it passes."
+        )
+    return Steer(
+        "reassign", {"task": case.task, "note": note}, why=f"{case.task} can be done; reassigning it."
+    )
