@@ -155,7 +155,8 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
         "verify: python -m pytest -q tests/test_numbers.py\nclaims: [quickbits/numbers.py]\n```\n"
     )
     env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
-    with FakeServer("engineer", latency="ttft=0.4,tps=inf") as engineer:
+    # slow enough that the person's send, ask and stop land before the task is done, even on a loaded machine
+    with FakeServer("engineer", latency="ttft=1.5,tps=inf") as engineer:
         fleet = subprocess.Popen(
             [
                 sys.executable,
@@ -178,7 +179,7 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
             text=True,
         )
         try:
-            while "model call 2:" not in (hilbert("logs", "poincare", cwd=tmp_path).stdout):
+            while "model call 1:" not in (hilbert("logs", "poincare", cwd=tmp_path).stdout):
                 assert fleet.poll() is None, fleet.communicate()
             sent = hilbert("send", "POINCARE", "please also add a comment", cwd=tmp_path)
             assert sent.returncode == 0 and "sent to Poincaré" in sent.stdout
