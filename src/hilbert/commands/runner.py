@@ -202,7 +202,9 @@ class Runner:
     limits: Limits = field(default_factory=Limits)
     timeouts: TimeoutSettings = field(default_factory=TimeoutSettings)  # the `timeouts` settings
     policy: bool = True  # screen the commands models write; off only to measure what the policy stops
-    slots: Slots | None = field(default=None, compare=False)  # None: no bound
+    slots: Slots | None = field(
+        default_factory=lambda: Slots(os.cpu_count() or 1), compare=False
+    )  # None: none
 
     def __post_init__(self) -> None:  # whatever it was given, no secret reaches a command
         object.__setattr__(self, "env", command_env(self.env))

@@ -208,7 +208,8 @@ class _Fleet(LeadDesk, WorkerDesk):
             self.root / "merge-scratch",
             test_command=self.settings.commands.test,
             record=self.record,
-            runner=self.runner,
+            # one command at a time, on the critical path: it does not queue behind the workers' slots
+            runner=replace(self.runner, slots=None),
             max_batch=self.settings.fleet.merge_batch,
         )
         self.record(
