@@ -1,6 +1,7 @@
 """The `hilbert` command line: the only place that prints errors for a person.
 
-Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`,
+Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`
+(the simulation's, from `hilbert.ui.sim_commands`),
 `log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`),
 the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`) and `config` (every setting and
 its source, `hilbert.ui.config_command`). Each builds `Settings` once (`load_settings`: its flags on
@@ -121,80 +122,6 @@ def agent(task: str, workspace: Path, name: str, context: str | None, **options:
     if result.status == "error":  # the model failed for good: say what to do, in one line
         raise RunError(result.reason)
     sys.exit(0 if result.status == "finished" else 1)
-
-
-@cli.command()
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default="demo-run",
-    show_default=True,
-    help="Where the demo writes its sample project and event log.",
-)
-@click.option("--seed", type=int, help="Sample-project seed (default: random, printed).")
-@click.option(
-    "--workers", type=click.IntRange(1, 128), default=16, show_default=True, help="Workers thinking at once."
-)
-@click.option("--single", is_flag=True, help="The one-agent demo instead: one agent fixes one bug.")
-@click.option(
-    "--protocol",
-    type=click.Choice(["openai", "openai-responses", "anthropic"]),
-    default="anthropic",
-    show_default=True,
-    help="With --single: the wire protocol the agent uses to reach the fake model.",
-)
-@click.option("--unsandboxed", is_flag=True, help="Accept running the workers' commands without a sandbox.")
-def demo(
-    directory: Path, seed: int | None, workers: int, single: bool, protocol: str, unsandboxed: bool
-) -> None:
-    """Offline demo: a lead and a fleet of workers fix a generated project against the fake model server."""
-    if single:
-        from hilbert.sim.demo.single import run_demo
-
-        ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol, unsandboxed=unsandboxed))
-    else:
-        from hilbert.sim.demo.fleet import run_fleet_demo
-
-        ok = asyncio.run(run_fleet_demo(directory, seed=seed, workers=workers, unsandboxed=unsandboxed))
-    sys.exit(0 if ok else 1)
-
-
-@cli.command("fake-server")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=8765,
-    show_default=True,
-    help="TCP port on 127.0.0.1 (0: any free port).",
-)
-@click.option(
-    "--responder",
-    "--policy",
-    "responder",
-    default="engineer",
-    show_default=True,
-    help="Who answers: engineer, scripted:file=PATH, ... (NAME or NAME:key=value,...; --policy: old name).",
-)
-@click.option("--latency", help="Latency spec, e.g. realistic or ttft=0.5,tps=80.")
-@click.option(
-    "--faults",
-    help="Fault rates, e.g. 429=0.1,529=0.05,truncate=0.05 (kinds: 429 500 529 hang truncate badjson"
-    " 401 404 overflow refused; options retry_after=S, hang_s=S).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for faults, latency, responders.")
-@click.option(
-    "--record",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append every request as JSON lines here.",
-)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-def fake_server(**options: Any) -> None:
-    """Run the fake model server (OpenAI Chat, OpenAI Responses, Anthropic Messages)."""
-    import hilbert.sim  # noqa: F401  (registers the simulation's responders: engineer, lead, ...)
-    from hilbert.testing.fake_server import serve
-
-    serve(**options)
 
 
 _REPO = click.option(
@@ -455,20 +382,6 @@ def ask(name: str, question: str, run_id: str | None, db: Path | None, model: st
         click.echo(store.redactor.redact(asyncio.run(ask_command(settings, store, run, agent, question))))
 
 
-@cli.command("sample-project")
-@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--seed", type=int, default=0, show_default=True, help="Which project and bug(s).")
-@click.option("--bugs", type=int, default=1, show_default=True, help="How many bugs to inject.")
-def sample_project(dest: Path, seed: int, bugs: int) -> None:
-    """Generate a small Python project whose tests fail because of injected bugs."""
-    from hilbert.sim.sample import generate_sample_project
-
-    if dest.exists() and any(dest.iterdir()):
-        raise UserError(f"{dest} is not empty", hint="name a new or empty directory")
-    project = generate_sample_project(dest, seed, bugs=bugs)
-    click.echo(f"wrote {project.path} (seed {seed}, {bugs} bug(s)); run `{project.test_command}` there")
-
-
 @cli.command()
 @click.option(
     "--db",
@@ -498,10 +411,10 @@ def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: boo
 def _add_commands() -> None:
     from hilbert.ui.config_command import config
     from hilbert.ui.judge_commands import hook, judge
+    from hilbert.ui.sim_commands import demo, fake_server, sample_project
 
-    cli.add_command(judge)
-    cli.add_command(hook)
-    cli.add_command(config)
+    for command in (demo, fake_server, sample_project, judge, hook, config):
+        cli.add_command(command)
 
 
 _add_commands()
