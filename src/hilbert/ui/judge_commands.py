@@ -187,7 +187,8 @@ def hook() -> None:
     "gate_file",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The gate file: verify, base, task, heldout, allow_test_edits, max_rounds, judge_model.",
+    help="The gate file: verify, base, task, heldout, allow_test_edits, max_rounds, judge_model,"
+    " unsandboxed.",
 )
 def hook_stop(gate_file: Path) -> None:
     """The Stop hook: read the hook's JSON on stdin, run the stop gate on the session's work tree,
