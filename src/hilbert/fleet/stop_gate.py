@@ -21,11 +21,12 @@ count as a round.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shlex
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ class StopGate(Policy):
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.judge, self.heldout = git, scratch, judge, heldout
         self.max_rounds, self.panel = max_rounds, panel
-        self.gate_timeout_s = gate_timeout_s  # the whole gate on one claim, waits for command slots included
+        self.gate_timeout_s = gate_timeout_s  # the whole gate on one claim, once it has its command slot
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
         self.runner = runner  # the gate runs the worker's code (its tests): the workers' runner
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
@@ -174,8 +175,11 @@ class StopGate(Policy):
         def running(step: str, elapsed_s: float) -> None:  # a long verify shows it is still running
             self.record("gate_running", {**self.where(commit), "step": step, "elapsed_s": round(elapsed_s)})
 
+        # the gate takes one command slot for all its runs, as a worker's command does (re-queueing behind
+        # every worker for each of its steps held verdicts back), and its own limit starts once it has it
+        slots, runner = self.runner.slots, replace(self.runner, slots=None)
         try:
-            async with asyncio.timeout(self.gate_timeout_s):  # each command has its own: timeouts.verify_s
+            async with slots or contextlib.nullcontext(), asyncio.timeout(self.gate_timeout_s):
                 return await run_gate(
                     self.checkout.git_dir,
                     self.checkout.base,
@@ -183,7 +187,7 @@ class StopGate(Policy):
                     verify=self.task.verify,
                     scratch=scratch,
                     git=self.git,
-                    runner=self.runner,
+                    runner=runner,
                     heldout=self.heldout,
                     allow=Allowances(self.task.allow_test_edits),
                     judge=self.judge,
