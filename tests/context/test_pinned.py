@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hilbert.context.pinned import FEEDBACK_PREFIXES, PINNED_MARK, is_pinned, pinned_state
 from hilbert.fleet.stop_gate import FEEDBACK, PANEL_FEEDBACK
-from hilbert.fleet.worker_desk import WORKER_TASK
+from hilbert.fleet.attempt import WORKER_TASK
 from hilbert.models.types import Message, ToolCall
 from hilbert.security.envelope import ENVELOPE_RULES
 

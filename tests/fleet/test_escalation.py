@@ -23,7 +23,7 @@ from hilbert.models.types import ToolCall
 from hilbert.settings import Settings
 from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore
-from hilbert.store.kinds import FLEET_KINDS
+from hilbert.fleet.events import EVENTS as FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.ui.log_view import format_event
 from hilbert.workspaces.integration import INTEGRATION

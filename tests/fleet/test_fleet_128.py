@@ -26,7 +26,7 @@ from hilbert.models import make_model
 from hilbert.settings import Settings
 from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
-from hilbert.store.kinds import FLEET_KINDS
+from hilbert.fleet.events import EVENTS as FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.workspaces.integration import INTEGRATION
 

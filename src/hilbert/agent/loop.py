@@ -64,7 +64,14 @@ async def run_agent(
     finally:  # also when cancelled or interrupted, so the log says how the agent ended
         state = loop.state
         result = AgentResult(
-            stop.status, stop.reason, stop.claim, stop.evidence, state.turns, state.usage, state.cost_usd
+            stop.status,
+            stop.reason,
+            stop.claim,
+            stop.evidence,
+            state.turns,
+            state.usage,
+            state.cost_usd,
+            stop.cause,
         )
         loop.record("agent_stopped", **asdict(result))
     return result
@@ -211,11 +218,12 @@ class _Loop:
                         "moment": moment,
                         "action": "halt",
                         "reason": action.reason,
+                        "cause": action.cause,
                     }
                     self.record("policy_action", **halt)
                     if moment != "after_tool_call":  # mid-turn, turn() flushes after the last result
                         self.flush()
-                    return Stop("halted", reason=action.reason)
+                    return Stop("halted", reason=action.reason, cause=action.cause)
                 if isinstance(action, Resume) and moment != "on_stop":
                     continue  # a Resume only answers a stop
                 self.pending.append((policy.name, moment, action))

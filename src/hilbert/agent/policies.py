@@ -25,6 +25,18 @@ from hilbert.agent.tools import ToolOutcome
 from hilbert.models.types import Message, ToolCall, Usage
 
 StopStatus = Literal["finished", "no_finish", "halted", "error", "interrupted", "resumed"]
+Cause = Literal[
+    "",  # the status says it all (finished, no_finish, error, interrupted)
+    "halted",  # a policy halted it for a reason of its own
+    "turn_limit",
+    "cost_limit",
+    "cost_cap",  # the run's shared cap
+    "person",  # the person (or the run's stop) asked it to stop
+    "impossible",  # the judge says the task cannot be done
+    "gate_refused",  # the stop gate refused its stops for every allowed round
+    "panel_refused",  # the review panel sent it back for every allowed round
+]
+"""Why a run was halted, as data: the fleet decides from it, never from the reason's text."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,7 @@ class Stop:
     reason: str = ""
     claim: str = ""
     evidence: str = ""
+    cause: Cause = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,7 @@ class AgentResult:
     turns: int
     usage: Usage
     cost_usd: float
+    cause: Cause = ""
 
 
 @dataclass(frozen=True)
@@ -62,9 +76,11 @@ class Inject:
 
 @dataclass(frozen=True)
 class Halt:
-    """Stop the run now, with a reason (a budget reached, the person said stop)."""
+    """Stop the run now, with a reason for people (a budget reached, the person said stop) and its
+    cause as data."""
 
     reason: str
+    cause: Cause = "halted"
     kind: Literal["halt"] = "halt"
 
 
@@ -126,7 +142,7 @@ class TurnLimit(Policy):
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         if state.turns >= self.max_turns:
-            return [Halt(f"turn limit reached ({self.max_turns} model calls)")]
+            return [Halt(f"turn limit reached ({self.max_turns} model calls)", "turn_limit")]
         return ()
 
 
@@ -140,7 +156,7 @@ class CostLimit(Policy):
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         if state.cost_usd >= self.max_usd:
-            return [Halt(f"cost limit reached (${state.cost_usd:.4f} of ${self.max_usd:.2f})")]
+            return [Halt(f"cost limit reached (${state.cost_usd:.4f} of ${self.max_usd:.2f})", "cost_limit")]
         return ()
 
 
@@ -167,7 +183,7 @@ class SharedCostLimit(Policy):
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         self.settle(state.cost_usd)
         if self.pool.spent_usd >= self.pool.max_usd:
-            return [Halt(f"{COST_CAP} (${self.pool.spent_usd:.4f} of ${self.pool.max_usd:.2f})")]
+            return [Halt(f"{COST_CAP} (${self.pool.spent_usd:.4f} of ${self.pool.max_usd:.2f})", "cost_cap")]
         return ()
 
     def settle(self, cost_usd: float) -> None:

@@ -94,7 +94,7 @@ class Inbox(Policy):
             if event.id <= self.joined and (data.get("to") == EVERYONE or event.kind == STOP_REQUESTED):
                 continue
             if event.kind == STOP_REQUESTED:
-                return [*actions, Halt(STOPPED_BY_PERSON)]
+                return [*actions, Halt(STOPPED_BY_PERSON, "person")]
             if self.key is not None and not self.key.verify(data):
                 why = "its signature does not match: it was changed after it was written"
                 self.store.append(

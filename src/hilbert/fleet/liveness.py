@@ -17,12 +17,13 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from hilbert.fleet.events import FleetEvent, LivenessError, WorkerHung, WorkerStuck
 from hilbert.fleet.inbox import HARNESS, send
+from hilbert.fleet.state import Fold
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import LivenessSettings
-from hilbert.store import EventStore
 
 Decision = Literal["nudge", "stuck", "restart"]
 NUDGE = (
@@ -70,74 +71,58 @@ def minutes(seconds: float) -> str:
 
 
 async def watch(
-    store: EventStore,
-    run: str,
+    fold: Fold,
     watches: dict[str, Watch],
     config: LivenessSettings,
     *,
     verify_of: Callable[[str], str],
-    record: Callable[[str, dict[str, Any]], None],
+    record: Callable[[FleetEvent], object],
     restart: Callable[[str], None],
     key: MessageKey | None = None,
 ) -> None:
-    """Every `check_s`: note each watched worker's progress from the log (`watches`: task -> watch,
-    kept by the fleet), then nudge it (a message its inbox delivers), report it stuck, or have the
-    fleet `restart` it. Runs until cancelled."""
-    seen = store.last_id()
+    """Every `check_s`: note each watched worker's progress from the run's fold (`watches`: task ->
+    watch, kept by the fleet), then nudge it (a message its inbox delivers), report it stuck, or have
+    the fleet `restart` it. Runs until cancelled."""
     while True:
         await asyncio.sleep(config.check_s)
         try:
-            seen = _look(
-                store,
-                run,
-                watches,
-                config,
-                seen,
-                verify_of=verify_of,
-                record=record,
-                restart=restart,
-                key=key,
-            )
+            _look(fold, watches, config, verify_of=verify_of, record=record, restart=restart, key=key)
         except Exception as error:  # a failed look must not stop the run: say so, keep watching
-            record("liveness_error", {"error": f"{type(error).__name__}: {error}"})
+            record(LivenessError(error=f"{type(error).__name__}: {error}"))
 
 
 def _look(
-    store: EventStore,
-    run: str,
+    fold: Fold,
     watches: dict[str, Watch],
     config: LivenessSettings,
-    seen: int,
     *,
     verify_of: Callable[[str], str],
-    record: Callable[[str, dict[str, Any]], None],
+    record: Callable[[FleetEvent], object],
     restart: Callable[[str], None],
     key: MessageKey | None,
-) -> int:
-    for event in store.events(run=run, after_id=seen):
-        seen = event.id
-        for watched in watches.values():
-            if watched.worker == event.agent:
-                watched.progressed(event.time)
+) -> None:
+    state = fold.catch_up()
     now = time.time()
     for watched in watches.values():
+        agent = state.agents.get(watched.worker)
+        if agent is not None:
+            watched.progressed(agent.last_event_at)
         if watched.busy():
             watched.progressed(now)
     for task_id, watched in list(watches.items()):
         decision = assess(watched, now, config)
-        about = {"task": task_id, "worker": watched.worker, "quiet_s": round(now - watched.last_progress)}
+        quiet = round(now - watched.last_progress)
         if decision == "nudge":
             watched.nudged = True
             text = NUDGE.format(minutes=minutes(now - watched.last_progress), verify=verify_of(task_id))
-            send(store, run, watched.worker, text, sender=HARNESS, key=key)
+            send(fold.store, state.run, watched.worker, text, sender=HARNESS, key=key)
         elif decision == "stuck":
             watched.stuck = True
-            record("worker_stuck", about)
+            record(WorkerStuck(task=task_id, worker=watched.worker, quiet_s=quiet))
         elif decision == "restart":
             watched.last_progress = now  # one restart per quiet spell
-            record("worker_hung", about)
+            record(WorkerHung(task=task_id, worker=watched.worker, quiet_s=quiet))
             restart(task_id)
-    return seen
 
 
 __all__ = ["NUDGE", "Decision", "Watch", "assess", "minutes", "watch"]

@@ -27,34 +27,26 @@ Only the confirmed batch-level red is re-run for flakiness; red runs inside a bi
 (the batch's failure was already confirmed), so a flaky test inside a bisection could blame the wrong
 half. The branch still only moves to commits whose checks passed.
 
-Every step is reported through `record(kind, data)`; the kinds are the constants below.
+Every step is reported through `record(event)`, a typed record of `hilbert.fleet.events`; the move of
+the branch is logged before it happens (`merge_landing`) and after (`merged`, one per candidate).
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from hilbert.commands import Runner
+from hilbert.fleet import events as ev
 from hilbert.fleet.merge_checks import Build, Candidate, CommandRun, Scratch
 from hilbert.workspaces.integration import Integration
 
 __all__ = ["Candidate", "MergeQueue", "Outcome"]
 
-MERGE_BATCH_STARTED = "merge_batch_started"
-MERGE_CONFLICT = "merge_conflict"
-MERGE_CHECKS_PASSED = "merge_checks_passed"
-MERGE_CHECKS_FAILED = "merge_checks_failed"
-MERGE_CHECKS_BASELINE = "merge_checks_baseline"
-FLAKY_TEST = "flaky_test"
-MERGE_BISECT = "merge_bisect"
-MERGED = "merged"
-MERGE_REJECTED = "merge_rejected"
-MERGE_REQUEUED = "merge_requeued"
 # pytest's last line when tests failed and the run went to the end: "2 failed, 29 passed in 0.22s"
 _FAILED_SUMMARY = re.compile(r"^=*\s*\d+ failed\b.* in [\d.]+s\b", re.MULTILINE)
 
@@ -103,16 +95,19 @@ class MergeQueue:
         scratch: Path,
         *,
         test_command: str,
-        record: Callable[[str, dict], None],
+        record: Callable[[ev.FleetEvent], object],
         runner: Runner,
         max_batch: int = 8,
+        pending: Sequence[Candidate] = (),
+        crash: Callable[[str], None] = lambda point: None,
     ) -> None:
         self.integration = integration
         self.test_command = test_command
         self.record = record
         self.max_batch = max(1, max_batch)
         self._scratch = Scratch(integration.merge_tree(scratch), runner=runner)
-        self._queue: deque[Candidate] = deque()
+        self._queue: deque[Candidate] = deque(pending)  # a resumed run's candidates still waiting
+        self.crash = crash  # test only: named crash points (`hilbert.fleet.crash`)
         self._baselines: dict[str, frozenset[str] | None] = {}  # tip sha -> tests failing there (None: green)
 
     @property
@@ -132,16 +127,14 @@ class MergeQueue:
         if not batch:
             return []
         tip = await self.integration.tip()
-        self.record(MERGE_BATCH_STARTED, {"tasks": _ids(batch), "base": tip})
+        self.record(ev.MergeBatchStarted(tasks=_ids(batch), base=tip))
         attempt = _Attempt(tip=tip)
         pending = batch
         while pending and not attempt.moved:
             pending = await self._land(attempt, pending)
         if attempt.moved and pending:
             self._queue.extendleft(reversed(pending))
-            self.record(
-                MERGE_REQUEUED, {"tasks": _ids(pending), "base": attempt.tip, "reason": attempt.moved}
-            )
+            self.record(ev.MergeRequeued(tasks=_ids(pending), base=attempt.tip, reason=attempt.moved))
             attempt.outcomes += [Outcome(c.task_id, "requeued") for c in pending]
         return attempt.outcomes
 
@@ -163,10 +156,7 @@ class MergeQueue:
         while len(suspects) > 1:
             middle = len(suspects) // 2
             left, right = suspects[:middle], suspects[middle:]
-            self.record(
-                MERGE_BISECT,
-                {"suspects": _ids(suspects), "testing": _ids(left), "base": attempt.tip},
-            )
+            self.record(ev.MergeBisect(suspects=_ids(suspects), testing=_ids(left), base=attempt.tip))
             build = await self._build(attempt, left)
             if build.conflicts:  # cannot happen for a prefix of a clean sequence; retry afresh if it does
                 return list(build.merged) + right + rest
@@ -181,15 +171,14 @@ class MergeQueue:
         failed = red.failed
         assert failed is not None
         self.record(
-            MERGE_REJECTED,
-            {
-                "task": culprit.task_id,
-                "ref": culprit.ref,
-                "command": failed.command,
-                "exit": failed.returncode,
-                "output": failed.output,
-                "tested_commit": red.commit,
-            },
+            ev.MergeRejected(
+                task=culprit.task_id,
+                ref=culprit.ref,
+                command=failed.command,
+                exit=failed.returncode,
+                output=failed.output,
+                tested_commit=red.commit,
+            )
         )
         attempt.outcomes.append(Outcome(culprit.task_id, "rejected", output=failed.output))
         return rest
@@ -199,14 +188,13 @@ class MergeQueue:
         for conflict in build.conflicts:
             cand = conflict.candidate
             self.record(
-                MERGE_CONFLICT,
-                {
-                    "task": cand.task_id,
-                    "ref": cand.ref,
-                    "base": attempt.tip,
-                    "files": list(conflict.files),
-                    "hunks": conflict.hunks,
-                },
+                ev.MergeConflict(
+                    task=cand.task_id,
+                    ref=cand.ref,
+                    base=attempt.tip,
+                    files=list(conflict.files),
+                    hunks=conflict.hunks,
+                )
             )
             attempt.outcomes.append(Outcome(cand.task_id, "conflict", hunks=conflict.hunks))
         return build
@@ -223,31 +211,29 @@ class MergeQueue:
                 again = await self._scratch.run(command)
                 if again.ok:
                     self.record(
-                        FLAKY_TEST,
-                        {
-                            "tasks": tasks,
-                            "commit": build.commit,
-                            "command": command,
-                            "first_exit": run.returncode,
-                            "first_output": run.output,
-                            "second_output": again.output,
-                        },
+                        ev.FlakyTest(
+                            tasks=tasks,
+                            commit=build.commit,
+                            command=command,
+                            first_exit=run.returncode,
+                            first_output=run.output,
+                            second_output=again.output,
+                        )
                     )
                     continue
             self.record(
-                MERGE_CHECKS_FAILED,
-                {
-                    "tasks": tasks,
-                    "commit": build.commit,
-                    "command": command,
-                    "exit": run.returncode,
-                    "timed_out": run.timed_out,
-                    "output": run.output,
-                    "confirmed": confirm,
-                },
+                ev.MergeChecksFailed(
+                    tasks=tasks,
+                    commit=build.commit,
+                    command=command,
+                    exit=run.returncode,
+                    timed_out=run.timed_out,
+                    output=run.output,
+                    confirmed=confirm,
+                )
             )
             return CheckResult(build.commit, run)
-        self.record(MERGE_CHECKS_PASSED, {"tasks": tasks, "commit": build.commit, "commands": commands})
+        self.record(ev.MergeChecksPassed(tasks=tasks, commit=build.commit, commands=commands))
         return CheckResult(build.commit, None)
 
     async def _no_new_failures(self, build: Build, run: CommandRun) -> bool:
@@ -272,25 +258,30 @@ class MergeQueue:
             return False
         self._baselines[build.commit] = failing  # the next batch's baseline, if this one lands
         self.record(
-            MERGE_CHECKS_BASELINE,
-            {
-                "commit": build.commit,
-                "base": build.base,
-                "still_failing": sorted(failing),
-                "fixed": sorted(before - failing),
-            },
+            ev.MergeChecksBaseline(
+                commit=build.commit,
+                base=build.base,
+                still_failing=sorted(failing),
+                fixed=sorted(before - failing),
+            )
         )
         return True
 
     async def _advance(self, attempt: _Attempt, build: Build) -> bool:
-        """Fast-forward the branch to the checked build unless someone moved it; False if refused."""
+        """Fast-forward the branch to the checked build unless someone moved it; False if refused. The
+        intent is logged first (`merge_landing`), so that a resume can tell a ref that moved without
+        its `merged` events from one that never moved."""
+        tasks, refs = _ids(build.merged), [c.ref for c in build.merged]
+        self.record(ev.MergeLanding(tasks=tasks, refs=refs, commit=build.commit, old=attempt.tip))
+        self.crash("after_landing_logged")
         refused = await self.integration.land(build.commit, attempt.tip)
+        self.crash("after_ref_moved")
         if refused is not None:
             attempt.moved = refused
             return False
         attempt.tip = build.commit
         for cand in build.merged:
-            self.record(MERGED, {"task": cand.task_id, "ref": cand.ref, "commit": build.commit})
+            self.record(ev.Merged(task=cand.task_id, ref=cand.ref, commit=build.commit))
             attempt.outcomes.append(Outcome(cand.task_id, "merged", commit=build.commit))
         return True
 

@@ -6,16 +6,18 @@ on a clean export (nothing uncommitted or git-ignored comes along), the integrit
 task's `allow_test_edits`), the held-out tests named by the task, and the judge model when the run has
 one. Each step is a `gate_step` event as it finishes, the decision a `gate_verdict` event.
 
-- done: the stop stands and the commit is the task's candidate for the merge queue;
+- done: the stop stands, and the `gate_verdict` event (the round's last word, written after the
+  panel) names the commit the fleet takes as the task's candidate for the merge queue;
 - not done: the worker is resumed with the reasons (and the failing output), up to `max_rounds`
   times; then the attempt is halted, for the scheduler to retry or the lead to decide;
-- impossible (the judge model's word, or its veto after failed checks): halted with a reason that
-  starts with `IMPOSSIBLE`, which the fleet hands to the lead at once.
+- impossible (the judge model's word, or its veto after failed checks): halted with the cause
+  `impossible`, which the fleet hands to the lead at once.
+Every halt carries its cause as data (`hilbert.agent.policies.Cause`).
 
 With a review panel (`Panel`: reviewers of distinct families and when to ask them), a change the gate
 passed is reviewed before it becomes a candidate (`panel_reviewed` event, or `panel_skipped` when its
-policy does not apply); agreed blocking findings send the worker back like the gate's reasons, and
-count as a round.
+policy does not apply), before the round's verdict; agreed blocking findings send the worker back like
+the gate's reasons, and count as a round.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from hilbert.agent.policies import Action, CostPool, Halt, LoopState, Policy, Resume, Stop
 from hilbert.commands import Runner
+from hilbert.fleet.events import FleetEvent, GateRunning, GateStep, GateVerdict, PanelReviewed, PanelSkipped
 from hilbert.fleet.originals import copy_in, original
 from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
@@ -42,7 +45,7 @@ from hilbert.security.envelope import defang
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
 
-Record = Callable[[str, dict[str, Any]], None]
+Record = Callable[[FleetEvent], object]
 IMPOSSIBLE = "the judge says the task is impossible"
 OUTPUT_CHARS = 3000
 FEEDBACK = (
@@ -97,6 +100,7 @@ class StopGate(Policy):
         cost: CostPool | None = None,
         max_rounds: int = 3,
         gate_timeout_s: float = 3600.0,
+        rounds: int = 0,
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.judge, self.heldout = git, scratch, judge, heldout
@@ -105,9 +109,7 @@ class StopGate(Policy):
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
         self.runner = runner  # the gate runs the worker's code (its tests): the workers' runner
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
-        self.rounds = 0
-        self.passed_commit: str | None = None
-        self.last: GateResult | None = None
+        self.rounds = rounds  # rounds already judged (an attempt resumed after its orchestrator died)
 
     async def on_stop(self, state: LoopState, stop: Stop) -> Sequence[Action]:
         if stop.status not in ("finished", "no_finish"):
@@ -125,35 +127,38 @@ class StopGate(Policy):
             self.checkout
         )
         result = await self.gate(commit, stop)
-        self.last = result
         self.spent(result.opinion.cost_usd if result.opinion else 0.0)
-        self.record(
-            "gate_verdict",
-            {
+        reviewed = await self.review(commit) if result.verdict == "done" else None
+        sent_back = reviewed is not None and reviewed.send_back
+        verdict = "not_done" if sent_back else result.verdict
+        self.record(  # the round's last word: a `done` verdict names the attempt's candidate
+            GateVerdict(
                 **self.where(commit),
-                "verdict": result.verdict,
-                "reasons": list(result.reasons),
-                "checks_passed": all(step.passed for step in result.steps if step.name != "model"),
-                "claimed": stop.status == "finished",
-                "model": result.opinion.summary() if result.opinion else None,
-                "model_cost_usd": result.opinion.cost_usd if result.opinion else 0.0,
-            },
+                verdict=verdict,
+                reasons=list(reviewed.reasons if reviewed and sent_back else result.reasons),
+                checks_passed=all(step.passed for step in result.steps if step.name != "model"),
+                claimed=stop.status == "finished",
+                model=result.opinion.summary() if result.opinion else None,
+                model_cost_usd=result.opinion.cost_usd if result.opinion else 0.0,
+                panel=reviewed.summary() if reviewed and sent_back else None,
+            )
         )
-        if result.verdict == "done":
-            reviewed = await self.review(commit)
-            if reviewed is None or not reviewed.send_back:
-                self.passed_commit = commit
-                return ()
+        if verdict == "done":
+            return ()
+        if reviewed is not None and sent_back:
             if self.rounds >= self.max_rounds:
-                return [Halt(f"the review panel still sends it back after {self.rounds} rounds")]
+                why = f"the review panel still sends it back after {self.rounds} rounds"
+                return [Halt(why, "panel_refused")]
             reasons = "\n".join(f"- {reason}" for reason in reviewed.reasons)
             text = PANEL_FEEDBACK.format(commit=commit[:12], reasons=defang(reasons), verify=self.task.verify)
             return [Resume(Message("user", text))]
         because = "; ".join(result.reasons)
         if result.verdict == "impossible":
-            return [Halt(f"{IMPOSSIBLE}: {because}")]
+            return [Halt(f"{IMPOSSIBLE}: {because}", "impossible")]
         if self.rounds >= self.max_rounds:
-            return [Halt(f"the stop gate still refuses after {self.rounds} rounds: {because}")]
+            return [
+                Halt(f"the stop gate still refuses after {self.rounds} rounds: {because}", "gate_refused")
+            ]
         return [Resume(Message("user", self.feedback(commit, result, await self.restore_hint(result))))]
 
     async def gate(self, commit: str, stop: Stop) -> GateResult:
@@ -161,19 +166,18 @@ class StopGate(Policy):
 
         def recorded(step: Step) -> None:
             self.record(
-                "gate_step",
-                {
+                GateStep(
                     **self.where(commit),
-                    "step": step.name,
-                    "passed": step.passed,
-                    "summary": step.summary,
-                    "findings": list(step.findings),
-                    "output": step.output[-OUTPUT_CHARS:],
-                },
+                    step=step.name,
+                    passed=step.passed,
+                    summary=step.summary,
+                    findings=list(step.findings),
+                    output=step.output[-OUTPUT_CHARS:],
+                )
             )
 
         def running(step: str, elapsed_s: float) -> None:  # a long verify shows it is still running
-            self.record("gate_running", {**self.where(commit), "step": step, "elapsed_s": round(elapsed_s)})
+            self.record(GateRunning(**self.where(commit), step=step, elapsed_s=round(elapsed_s)))
 
         # the gate takes one command slot for all its runs, as a worker's command does (re-queueing behind
         # every worker for each of its steps held verdicts back), and its own limit starts once it has it
@@ -209,13 +213,11 @@ class StopGate(Policy):
             return None
         change = await change_between(self.checkout.git_dir, self.checkout.base, commit, self.git)
         if not self.panel.policy.applies(change):
-            self.record(
-                "panel_skipped", {**self.where(commit), "why": "the change touches no path it reviews"}
-            )
+            self.record(PanelSkipped(**self.where(commit), why="the change touches no path it reviews"))
             return None
         result = await review(_task_text(self.task), change, self.panel.reviewers)
         self.spent(result.cost_usd)
-        self.record("panel_reviewed", {**self.where(commit), "summary": result.summary(), **result.to_json()})
+        self.record(PanelReviewed(**self.where(commit), summary=result.summary(), **result.to_json()))
         return result
 
     def spent(self, usd: float) -> None:

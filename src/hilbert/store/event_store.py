@@ -90,6 +90,7 @@ class EventStore:
         self._stored: dict[int, tuple[Message, str]] = {}  # id -> (message, blob key): put_messages' memo
         self._lock = threading.Lock()
         self._jitter = random.Random()
+        self._observer: Callable[[Event], None] | None = None
 
     @classmethod
     def open(
@@ -205,7 +206,15 @@ class EventStore:
             assert cursor.lastrowid is not None
             return Event(cursor.lastrowid, run, agent, seq, now, kind, json.loads(text))
 
-        return self._write(insert)
+        event = self._write(insert)
+        if self._observer is not None:
+            self._observer(event)
+        return event
+
+    def observe(self, observer: Callable[[Event], None] | None) -> None:
+        """Call `observer` with every event this instance commits, after the commit (test only:
+        `hilbert.fleet.crash`); None stops it."""
+        self._observer = observer
 
     def put_messages(self, messages: Sequence[Message]) -> list[str]:
         """Store each message, redacted, once under its content hash; return the hashes, in order."""

@@ -22,14 +22,8 @@ CONTEXT_COMPACTED: Final = "context_compacted"  # strategy, tokens/messages befo
 # Kinds that change the conversation (see `hilbert.store.conversation`).
 CONVERSATION_KINDS: Final = (AGENT_STARTED, MODEL_CALL, TOOL_RESULT, MESSAGE_INJECTED)
 
-# The fleet's kinds: written by its harness (agent "harness"; `hilbert.fleet.run`, `verify`,
-# `merge_queue`), by the person (agent "person": `person_message`, `stop_requested`) and by the lead's
-# tools (`lead_message`). The main keys of each one's `data`:
-FLEET_KINDS: Final = (
-    "fleet_started",  # tasks, workers, model, integration
-    "task_state",  # task, status, attempts, worker
-    "task_started",  # task, worker, base, workspace
-    "task_attempted",  # task, status, reason, candidate (ref or null)
+# The fleet's kinds (the harness's, the person's, the lead's and workers' messages) are typed records in
+# one registry: `hilbert.fleet.events.EVENTS`.
     "task_retried",  # task, why, decision
     "task_escalated",  # task, why, decision
     "task_stopped",  # task, why (the person or the cost cap)
@@ -141,10 +135,12 @@ class PolicyAction(TypedDict):
     moment: str
     action: str
     reason: NotRequired[str]
+    cause: NotRequired[str]
 
 
 class AgentStopped(TypedDict):
     status: str
+    cause: NotRequired[str]  # why it was halted, as data (`hilbert.agent.policies.Cause`)
     turns: int
     usage: UsageData
     cost_usd: float

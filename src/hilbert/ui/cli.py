@@ -195,13 +195,42 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
 @click.option(
     "--test-command", help='The project\'s tests, run by the merge queue (default "python -m pytest -q").'
 )
+@click.option(
+    "--resume",
+    "resume",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[RUN]",
+    help="Go on with a run whose process died (default: the latest interrupted run on --repo). "
+    "Workers, budgets, timeouts and models may change; the plan, repository and base do not.",
+)
 @_DB
-def run(goal: str | None, plan_file: Path | None, yes: bool, force: bool, repo: Path, **options: Any) -> None:
+def run(
+    goal: str | None,
+    plan_file: Path | None,
+    yes: bool,
+    force: bool,
+    repo: Path,
+    resume: str | None,
+    **options: Any,
+) -> None:
     """Carry out a plan (--plan PLAN.md, or GOAL: the lead plans it first) with named workers;
-    verified work lands on hilbert/integration."""
+    verified work lands on hilbert/integration. Ctrl-C once stops cleanly (work kept, resumable with
+    --resume); twice exits at once."""
+    from hilbert.fleet.crash import Crashes
     from hilbert.ui.edge import command_runner
-    from hilbert.ui.fleet_commands import default_plan_path, plan_command, run_command
+    from hilbert.ui.fleet_commands import default_plan_path, plan_command, resume_command, run_command
 
+    crashes = Crashes.from_env(os.environ)  # test only: where the orchestrator kills itself
+    if resume is not None:
+        if goal is not None or plan_file is not None:
+            raise UserError("--resume goes on with a run's own plan", hint="drop GOAL and --plan")
+        settings = load_settings(**options)
+        runner = command_runner(settings)
+        named = resume or None
+        resumed = asyncio.run(resume_command(settings, named, repo, runner=runner, crashes=crashes))
+        sys.exit(0 if resumed is None or resumed.all_done else 1)
     if (goal is None) == (plan_file is None):
         raise UserError(
             "give either a GOAL or --plan PLAN.md" + (", not both" if goal else ""),
@@ -227,7 +256,7 @@ def run(goal: str | None, plan_file: Path | None, yes: bool, force: bool, repo: 
                 hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
             )
     assert plan_file is not None
-    result = asyncio.run(run_command(settings, plan_file, repo, runner=runner))
+    result = asyncio.run(run_command(settings, plan_file, repo, runner=runner, crashes=crashes))
     sys.exit(0 if result.all_done else 1)
 
 
@@ -268,17 +297,20 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
     """One line per agent: name, task, state, turns, tokens, cost, age of its last event; then the
     scope changes waiting for your approval."""
     from hilbert.fleet.proposals import pending_lines
-    from hilbert.ui.fleet_commands import run_ended, status_lines
+    from hilbert.fleet.state import Fold
+    from hilbert.ui.fleet_views import run_ended, status_lines
 
     with _open_run(db, run_id) as (store, run):
+        fold = Fold(store, run)  # each refresh applies only the events since the last
         while True:
-            ended = run_ended(store, run)
-            lines = status_lines(store, run) or ["(no agents yet)"]
+            state = fold.catch_up()
+            ended = run_ended(state)
+            lines = status_lines(state) or ["(no agents yet)"]
             lines += pending_lines(store, run, ended=ended)
             if watch:
                 click.clear()
-                state = "ended" if ended else "running; Ctrl-C to stop watching"
-                click.echo(f"run {run} at {time.strftime('%H:%M:%S')} — {state}")
+                now = "ended" if ended else "running; Ctrl-C to stop watching"
+                click.echo(f"run {run} at {time.strftime('%H:%M:%S')} — {now}")
             click.echo("\n".join(lines))
             if not watch or ended:
                 return
@@ -293,11 +325,13 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
 def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
     """Send NAME a message; it is delivered at the agent's next turn boundary."""
     from hilbert.fleet.inbox import send as deliver
-    from hilbert.ui.fleet_commands import find_agent, run_key
+    from hilbert.fleet.state import Fold
+    from hilbert.ui.fleet_views import find_agent, run_key
 
     with _open_run(db, run_id) as (store, run):
-        agent = find_agent(store, run, name)
-        deliver(store, run, agent, text, key=run_key(store, run))
+        state = Fold(store, run).catch_up()
+        agent = find_agent(state, name)
+        deliver(store, run, agent, text, key=run_key(state))
         click.echo(f"sent to {agent} (run {run}); it reads it before its next model call")
 
 
@@ -308,10 +342,11 @@ def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
 def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
     """Stop one worker (its work is kept), or with no NAME the whole run, cleanly."""
     from hilbert.fleet.inbox import EVERYONE, request_stop
-    from hilbert.ui.fleet_commands import find_agent
+    from hilbert.fleet.state import Fold
+    from hilbert.ui.fleet_views import find_agent
 
     with _open_run(db, run_id) as (store, run):
-        agent = find_agent(store, run, name) if name else EVERYONE
+        agent = find_agent(Fold(store, run).catch_up(), name) if name else EVERYONE
         request_stop(store, run, agent)
         who = agent if name else "every agent, and no new task starts"
         click.echo(f"stop requested for {who} (run {run}); unfinished work is archived, never deleted")
@@ -325,10 +360,12 @@ def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
     """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message; the
     running fleet applies it if it still applies."""
     from hilbert.fleet.proposals import decide
-    from hilbert.ui.fleet_commands import run_ended
+    from hilbert.fleet.state import Fold
+    from hilbert.ui.fleet_views import run_ended
 
     with _open_run(db, run_id) as (store, run):
-        if run_ended(store, run):
+        state = Fold(store, run).catch_up()
+        if state.finished is not None or (run_ended(state) and not state.started):
             raise UserError(
                 f"run {run} has ended: nothing would apply {proposal}",
                 hint="put the change in the plan and run it again",
@@ -359,11 +396,12 @@ def reject(proposal: str, why: str, run_id: str | None, db: Path | None) -> None
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they arrive.")
 def logs(name: str, run_id: str | None, db: Path | None, follow: bool) -> None:
     """NAME's events, readably."""
-    from hilbert.ui.fleet_commands import find_agent
+    from hilbert.fleet.state import Fold
+    from hilbert.ui.fleet_views import find_agent
     from hilbert.ui.log_view import print_log
 
     with _open_run(db, run_id) as (store, run):
-        print_log(store, run=run, agent=find_agent(store, run, name), follow=follow)
+        print_log(store, run=run, agent=find_agent(Fold(store, run).catch_up(), name), follow=follow)
 
 
 @cli.command()
@@ -374,10 +412,12 @@ def logs(name: str, run_id: str | None, db: Path | None, follow: bool) -> None:
 @_MODEL
 def ask(name: str, question: str, run_id: str | None, db: Path | None, model: str | None) -> None:
     """Ask how NAME is doing: answered from its state and recent events (by --model if given)."""
-    from hilbert.ui.fleet_commands import ask_command, find_agent
+    from hilbert.fleet.state import Fold
+    from hilbert.ui.fleet_commands import ask_command
+    from hilbert.ui.fleet_views import find_agent
 
     with _open_run(db, run_id) as (store, run):
-        agent = find_agent(store, run, name)
+        agent = find_agent(Fold(store, run).catch_up(), name)
         settings = Settings.load({"db": db, "lead_model": model})  # who answers: the lead's model
         click.echo(store.redactor.redact(asyncio.run(ask_command(settings, store, run, agent, question))))
 

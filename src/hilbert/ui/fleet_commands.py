@@ -6,9 +6,8 @@ it is committed (`EventPrinter`), and `status` is a fold over the log.
 
 from __future__ import annotations
 
-import os
+import asyncio
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -26,7 +25,9 @@ from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.proposals import pending_lines
-from hilbert.fleet.run import HARNESS, FleetResult, run_fleet
+from hilbert.fleet.crash import Crashes
+from hilbert.fleet.run import FleetResult, run_fleet
+from hilbert.fleet.state import FleetState, Fold
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
@@ -35,7 +36,7 @@ from hilbert.models.types import Message, Model
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import Settings
 from hilbert.store import EventStore, agent_summary
-from hilbert.ui.log_view import format_event
+from hilbert.ui.fleet_views import ask_facts, interrupted
 from hilbert.ui.run_agent import printing
 from hilbert.workspaces import Git
 from hilbert.workspaces.disposable import disposable_checkout
@@ -174,6 +175,7 @@ async def run_command(
     *,
     runner: Runner,
     echo: Callable[[str], None] = click.echo,
+    crashes: Crashes | None = None,
 ) -> FleetResult:
     """Carry out the plan in `plan_file` on `repo` with a fleet of workers (`settings.fleet`),
     printing progress."""
@@ -181,14 +183,100 @@ async def run_command(
     if not plan_file.is_file():
         raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
+    run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    return await _drive(
+        settings,
+        plan,
+        run,
+        settings.home / "runs" / run,
+        runner,
+        echo,
+        repo=repo,
+        heldout_root=plan_file.parent,
+        crashes=crashes,
+    )
+
+
+def interrupted_runs(store: EventStore, repo: Path | None = None) -> list[FleetState]:
+    """Fleet runs whose orchestrator stopped or died before they finished (on `repo`, if given), oldest first."""
+    found = []
+    for event in store.events(kinds=["fleet_started"]):
+        state = Fold(store, event.run).catch_up()
+        if not interrupted(state) or state.started is None:
+            continue
+        if repo is None or Path(state.started.repo).resolve() == repo.resolve():
+            found.append(state)
+    return found
+
+
+async def resume_command(
+    settings: Settings,
+    run: str | None,
+    repo: Path | None,
+    *,
+    runner: Runner,
+    echo: Callable[[str], None] = click.echo,
+    crashes: Crashes | None = None,
+) -> FleetResult | None:
+    """Go on with a fleet run whose process died (`run`, else the latest interrupted run on `repo`).
+    None when there is nothing to resume: the run finished already (said so)."""
+    if not settings.db_path.exists():
+        raise UserError(f"no event log at {settings.db_path}", hint="start a run first, or pass --db")
+    with EventStore.open(settings.db_path) as store:
+        if run is None:
+            candidates = interrupted_runs(store, repo)
+            if not candidates:
+                raise UserError(
+                    f"no interrupted run on {repo or 'any repository'} in {settings.db_path}",
+                    hint="`hilbert status --run RUN` shows a run; name one with --resume RUN",
+                )
+            if len(candidates) > 1:
+                echo("interrupted runs on this repository (the latest is resumed):")
+                for state in candidates:
+                    echo(
+                        f"  {state.run}: {len(state.states)} tasks, started from {state.started.base[:12] if state.started else '?'}"
+                    )
+            run = candidates[-1].run
+        state = Fold(store, run).catch_up()
+    if state.started is None:
+        raise UserError(
+            f"run {run} is not a fleet run in {settings.db_path}", hint="`hilbert status` names the runs"
+        )
+    if state.finished is not None:
+        done = sum(s == "done" for s in state.finished.states.values())
+        echo(
+            f"run {run} has finished already ({done} of {len(state.finished.states)} tasks merged): nothing to resume"
+        )
+        return None
+    if state.process_alive():
+        raise UserError(
+            f"run {run} is live: pid {state.pid} on {state.host} is running it",
+            hint="stop it first with `hilbert stop`",
+        )
+    assert state.plan is not None
+    root = Path(state.started.integration).parent
+    return await _drive(settings, state.plan, run, root, runner, echo, resume=True, crashes=crashes)
+
+
+async def _drive(
+    settings: Settings,
+    plan: Plan,
+    run: str,
+    root: Path,
+    runner: Runner,
+    echo: Callable[[str], None],
+    *,
+    repo: Path | None = None,
+    heldout_root: Path | None = None,
+    resume: bool = False,
+    crashes: Crashes | None = None,
+) -> FleetResult:
     model, lead_model = model_from(settings), model_from(settings, lead=True)
     judge_model, panel = gate_models(settings)
-    run = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    root = settings.home / "runs" / run
     with EventStore.open(settings.db_path) as store:
         echo(
-            f"run {run}: {len(plan.tasks)} tasks, {settings.fleet.workers} workers on {model.name}, "
-            f"the lead on {lead_model.name} (log: {settings.db_path})"
+            f"run {run}{' (resumed)' if resume else ''}: {len(plan.tasks)} tasks, {settings.fleet.workers} workers "
+            f"on {model.name}, the lead on {lead_model.name} (log: {settings.db_path})"
         )
         echo(f"workers' commands: {runner.describe()}")
         echo(
@@ -200,25 +288,31 @@ async def run_command(
             f"{judge_model.name if judge_model else 'none (the checks decide)'}; review panel: "
             + (", ".join(r.label + "=" + r.model.name for r in panel.reviewers) if panel else "none")
         )
-        async with printing(store, run, echo):
-            result = await run_fleet(
-                plan,
-                repo=repo,
-                root=root,
-                run=run,
-                model=model,
-                lead_model=lead_model,
-                judge_model=judge_model,
-                panel=panel,
-                heldout_root=plan_file.parent,
-                runner=runner,
-                store=store,
-                settings=settings,
-            )
+        try:
+            async with printing(store, run, echo):
+                result = await run_fleet(
+                    None if resume else plan,
+                    repo=repo,
+                    root=root,
+                    run=run,
+                    model=model,
+                    lead_model=lead_model,
+                    judge_model=judge_model,
+                    panel=panel,
+                    heldout_root=heldout_root,
+                    runner=runner,
+                    store=store,
+                    settings=settings,
+                    resume=resume,
+                    crashes=crashes,
+                )
+        except asyncio.CancelledError:
+            echo(f"\ninterrupted: in-flight work is kept. Resume it with: hilbert run --resume {run}")
+            raise
         left = pending_lines(store, run, ended=True)
     done = sum(state.status == "done" for state in result.states.values())
     redact = store.redactor.redact
-    echo(f"\n{done} of {len(plan.tasks)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
+    echo(f"\n{done} of {len(result.states)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
     for task_id, state in result.states.items():
         echo(
             f"  {task_id}: {state.status}"
@@ -230,169 +324,15 @@ async def run_command(
     return result
 
 
-def status_lines(store: EventStore, run: str, now: float | None = None) -> list[str]:
-    """One line per agent of `run`: name, task, state, turns, tokens, cost, age of its last event; each
-    line of a run whose workers' commands run without a sandbox says so."""
-    now = time.time() if now is None else now
-    started = store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1)
-    unsandboxed = bool(started) and str(started[0].data.get("sandbox", "")).startswith("UNSANDBOXED")
-    tasks = {
-        e.data.get("worker"): e.data.get("task")
-        for e in store.events(run=run, agent=HARNESS, kinds=["task_started"])
-    }
-    lines = []
-    states = worker_states(store, run, now)
-    for agent in store.agents(run):
-        if agent in (HARNESS, PERSON):
-            continue
-        s = agent_summary(store, run, agent)
-        tokens = s.usage.input_tokens + s.usage.output_tokens
-        lines.append(
-            f"{agent:<14} {tasks.get(agent) or '-':<6} {states[agent]:<10} turns {s.turns:>3}  "
-            f"tokens {tokens:>9,}  ${s.cost_usd:>8.4f}  last event {now - s.last_event_at:>5.0f}s ago"
-            + ("  [UNSANDBOXED]" if unsandboxed else "")
-        )
-    return lines
-
-
-STUCK_AFTER_S = 600.0
-
-
-def worker_states(store: EventStore, run: str, now: float | None = None) -> dict[str, str]:
-    """Each agent's state, from the log: `working`; `judged` (it called finish and the harness is
-    checking); `stuck` (working, but no event for `STUCK_AFTER_S`); `dead` (its loop never stopped but
-    the run's process is gone, or the run finished without it); `waiting` (its checked work waits in
-    the merge queue); `done` (merged); `sent back` (it did not land: a conflict or red checks); else how
-    its loop ended (`halted`, `no_finish`, ...)."""
-    now = time.time() if now is None else now
-    gone = _run_process_gone(store, run)
-    harness = store.events(run=run, agent=HARNESS, kinds=["task_attempted", "merged", "task_state"])
-    merged = {e.data.get("ref") for e in harness if e.kind == "merged"}
-    latest = {e.data.get("task"): e.data for e in harness if e.kind == "task_state"}  # task -> its state now
-    held = {(d.get("worker"), d.get("status")) for d in latest.values()}
-    candidates = {
-        str(ref).rsplit("/", 1)[-1]: ref
-        for e in harness
-        if e.kind == "task_attempted" and (ref := e.data.get("candidate"))
-    }
-    states = {}
-    for agent in store.agents(run):
-        if agent in (HARNESS, PERSON):
-            continue
-        s = agent_summary(store, run, agent)
-        if s.status == "running":
-            last = store.events(run=run, agent=agent, kinds=["tool_result"])[-1:]
-            finishing = (
-                bool(last) and last[0].data.get("name") == "finish" and not last[0].data.get("is_error")
-            )
-            if gone:
-                states[agent] = "dead"
-            elif finishing:
-                states[agent] = "judged"
-            else:
-                states[agent] = "stuck" if now - s.last_event_at > STUCK_AFTER_S else "working"
-        elif to_id(agent) in candidates:
-            if candidates[to_id(agent)] in merged:
-                states[agent] = "done"
-            else:  # in the merge queue, or it did not land there (conflict, red checks) and went back
-                states[agent] = "waiting" if (agent, "verifying") in held else "sent back"
-        else:
-            states[agent] = s.status
-    return states
-
-
-def _run_process_gone(store: EventStore, run: str) -> bool:
-    """The fleet run finished, or the process that runs it (on this host) no longer exists."""
-    started = store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1)
-    if not started:
-        return False
-    if store.events(run=run, agent=HARNESS, kinds=["fleet_finished"], limit=1):
-        return True
-    pid, host = started[0].data.get("pid"), started[0].data.get("host")
-    if not isinstance(pid, int) or host != socket.gethostname():
-        return False  # an older log, or another machine's run: the log alone cannot tell
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # it exists, under another user
-        return False
-    return False
-
-
-def run_ended(store: EventStore, run: str) -> bool:
-    """A fleet run has finished; a run without a fleet has no agent still running."""
-    if store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1):
-        return _run_process_gone(store, run)
-    agents = [a for a in store.agents(run) if a != PERSON]
-    return all(agent_summary(store, run, a).status != "running" for a in agents)
-
-
 def _require_repo(repo: Path) -> None:
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise UserError(f"{repo} is not a git repository", hint="point --repo at a git checkout")
 
 
-def run_key(store: EventStore, run: str) -> MessageKey | None:
-    """The run's message-signing key (beside its integration repository), if the run has one."""
-    started = store.events(run=run, agent=HARNESS, kinds=["fleet_started"], limit=1)
-    if not started or not started[0].data.get("integration"):
-        return None
-    root = Path(started[0].data["integration"]).parent
-    return MessageKey.for_run(root) if (root / "message.key").is_file() else None
-
-
-def find_agent(store: EventStore, run: str, text: str) -> str:
-    """The agent of `run` a person means by `text` ("poincare", "Poincaré", "erdos-2"), as logged."""
-    agents = [a for a in store.agents(run) if a not in (HARNESS, PERSON)]
-    found = lookup(text, [Name(to_id(a), a) for a in agents])
-    if found is None:
-        raise UserError(f"no agent {text!r} in run {run}", hint=f"agents: {', '.join(agents) or 'none yet'}")
-    return found.display
-
-
-def ask_facts(store: EventStore, run: str, agent: str, *, recent: int = 8) -> str:
-    """What the log says about `agent`, in plain words: its task, state, spend and latest steps."""
-    s = agent_summary(store, run, agent)
-    task = next(
-        (
-            e.data.get("task")
-            for e in store.events(run=run, agent=HARNESS, kinds=["task_started"])
-            if e.data.get("worker") == agent
-        ),
-        None,
-    )
-    state = "still working" if s.status == "running" else f"stopped ({s.status})"
-    lines = [
-        f"{agent} is on task {task or '-'}, {state}: {s.turns} model calls, {s.tool_calls} tool calls "
-        f"({s.tool_errors} failed), ${s.cost_usd:.4f}, last event {time.time() - s.last_event_at:.0f}s ago."
-    ]
-    if s.claim:
-        lines.append(f"Its claim: {s.claim}")
-    if s.reason:
-        lines.append(f"Why it stopped: {s.reason}")
-    verdicts = [
-        e
-        for e in store.events(run=run, agent=HARNESS, kinds=["gate_verdict"])
-        if e.data.get("worker") == to_id(agent)
-    ]
-    if verdicts:
-        last = verdicts[-1].data
-        why = "; ".join(last.get("reasons", ())) or "every check passed"
-        lines.append(
-            f"The stop gate's last verdict on its work (round {last.get('round')}): "
-            f"{last['verdict']} ({why})."
-        )
-    events = store.events(run=run, agent=agent)[-recent:]
-    lines.append("Latest steps:")
-    lines += [format_event(e, store).splitlines()[0] for e in events]
-    return "\n".join(lines)
-
-
 async def ask_command(settings: Settings, store: EventStore, run: str, agent: str, question: str) -> str:
     """Answer from the agent's state and recent events: by the lead's model if one is configured,
     else the facts themselves."""
-    facts = ask_facts(store, run, agent)
+    facts = ask_facts(store, Fold(store, run).catch_up(), agent)
     if not (settings.lead_model or settings.model):
         return facts
     model = model_from(settings, lead=True)

@@ -1,0 +1,316 @@
+"""One worker's attempt at a task: its workspace, prompt, tools (with `send_message`), policies (budget,
+cost pool, inbox, reminders, the stop gate) and hilbert's agent loop — restarted from its workspace
+and the log when it crashes or hangs, and resumed the same way when the run's process died.
+
+`Attempts.run` returns a typed `AttemptOutcome`; the candidate it names was taken from the attempt's
+last `gate_verdict` in the fold (the event carries the commit) and fetched into the integration
+repository. The runtime handles of running attempts (their loop tasks, liveness watches, restart
+wishes) live here; they are not the run's state and are never needed to resume it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hilbert.agent.loop import run_agent
+from hilbert.agent.policies import AgentResult, Cause, CostLimit, SharedCostLimit, StopStatus, TurnLimit
+from hilbert.agent.reminders import Reminders, acceptance_items
+from hilbert.agent.tools import ScopedTools, ToolBox, Tools
+from hilbert.context.policy import compaction_for
+from hilbert.errors import RunError
+from hilbert.fleet.context import RunContext
+from hilbert.fleet.events import AttemptResumed, TaskAttempted, TaskStarted, WorkerRestarted, WorkspaceClosed
+from hilbert.fleet.inbox import Inbox
+from hilbert.fleet.liveness import Watch, minutes
+from hilbert.fleet.messages import MessageTools
+from hilbert.fleet.names import Name
+from hilbert.fleet.plan import Budget, Task
+from hilbert.fleet.state import AttemptView
+from hilbert.fleet.stop_gate import StopGate
+from hilbert.models.types import Message
+from hilbert.security.envelope import ENVELOPE_RULES, defang
+from hilbert.store import rebuild_conversation
+from hilbert.workspaces import Checkout
+
+WORKER_TASK = """Task {id}: {title}
+The task is done when `{verify}` passes. Change only what the task needs{claims}.
+Do not edit or skip tests. Finish with the command's output as evidence.
+{messages}
+
+{description}"""
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """How an attempt ended: its loop's status and cause, and its candidate ref (None: nothing to merge)."""
+
+    status: StopStatus
+    cause: Cause
+    reason: str
+    candidate: str | None = None
+
+
+class Attempts:
+    """Runs attempts for the driver; `interrupted` (Ctrl-C) keeps every workspace for a resume."""
+
+    def __init__(self, ctx: RunContext, roster: Callable[[], list[Name]]) -> None:
+        self.ctx, self.roster = ctx, roster  # roster: the workers running now
+        self.watches: dict[str, Watch] = {}  # running task -> what liveness knows of its worker
+        self.loops: dict[str, asyncio.Task[AgentResult]] = {}  # running task -> its agent loop
+        self.restart_wanted: set[str] = set()  # tasks whose hung worker liveness cancelled
+        self.interrupted = False
+
+    async def run(self, task: Task, name: Name, resumed: AttemptView | None = None) -> AttemptOutcome:
+        """One attempt (or the rest of one whose orchestrator died: `resumed`). Its workspace is closed
+        (removed when its work is safe in the integration repository, else archived) however it ends,
+        but for an interrupted run, whose workspaces wait for the resume."""
+        ctx = self.ctx
+        if resumed is None:
+            tip = await ctx.integration.tip()
+            checkout = await ctx.workspaces.provision(name.id, tip)
+            workspace = str(checkout.work_tree)
+            ctx.record(
+                TaskStarted(
+                    task=task.id, worker=name.display, worker_id=name.id, base=tip, workspace=workspace
+                )
+            )
+        else:
+            checkout = Checkout(
+                name.id,
+                ctx.root / "workspaces" / name.id,
+                ctx.root / "git" / f"{name.id}.git",
+                f"hilbert/{name.id}",
+                resumed.base,
+            )
+        ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
+        outcome = AttemptOutcome("error", "", "the attempt did not end")
+        try:
+            outcome = await self.work(task, name, checkout, resumed)
+            if outcome.status in ("finished", "no_finish") and self.accepted(name) is not None:
+                await ctx.workspaces.fetch_into(checkout, ctx.integration, ref)
+                outcome = AttemptOutcome(outcome.status, outcome.cause, outcome.reason, ref)
+            ctx.record(
+                TaskAttempted(
+                    task=task.id,
+                    worker=name.display,
+                    status=outcome.status,
+                    cause=outcome.cause,
+                    reason=outcome.reason,
+                    candidate=outcome.candidate,
+                )
+            )
+        finally:
+            if not self.interrupted and checkout.work_tree.exists():
+                kept = await asyncio.shield(
+                    ctx.workspaces.archive_or_remove(checkout, ctx.integration, outcome.candidate)
+                )
+                ctx.record(WorkspaceClosed(worker=checkout.worker_id, message=kept))
+        return outcome
+
+    def accepted(self, name: Name) -> str | None:
+        attempt = self.ctx.state.attempts.get(name.display)
+        return attempt.accepted if attempt else None
+
+    async def work(
+        self, task: Task, name: Name, checkout: Checkout, resumed: AttemptView | None
+    ) -> AttemptOutcome:
+        ctx = self.ctx
+        gate = StopGate(
+            task,
+            ctx.workspaces,
+            checkout,
+            ctx.record,
+            git=ctx.git,
+            scratch=ctx.root / "gate",
+            runner=ctx.runner,
+            judge=ctx.models.judge,
+            heldout=ctx.heldout.get(task.id),
+            panel=ctx.models.panel,
+            cost=ctx.cost,
+            max_rounds=ctx.settings.gate.rounds,
+            gate_timeout_s=ctx.settings.timeouts.gate_s,
+            rounds=resumed.rounds if resumed else 0,
+        )
+        inbox = Inbox(ctx.store, ctx.run, name.display, key=ctx.key)  # one for all runs of the attempt
+        tools: Tools = MessageTools(
+            ToolBox(checkout.work_tree, runner=ctx.runner),
+            store=ctx.store,
+            run=ctx.run,
+            sender=name.display,
+            inbox=inbox,
+            roster=self.roster,
+            key=ctx.key,
+        )
+        scope = task.scope()
+        if scope is not None:  # fixed by the plan, before the worker reads anything
+            tools = ScopedTools(tools, scope)
+        history: list[Message] | None = None
+        if resumed is not None:
+            resumed_from = await self.resume_point(task, name, checkout, resumed, gate)
+            if isinstance(resumed_from, AttemptOutcome):
+                return resumed_from
+            history = resumed_from
+        result = await self.loop(task, name, self.prompt(task), tools, gate, checkout, inbox, history)
+        return AttemptOutcome(result.status, result.cause, result.reason)
+
+    async def resume_point(
+        self, task: Task, name: Name, checkout: Checkout, resumed: AttemptView, gate: StopGate
+    ) -> list[Message] | AttemptOutcome:
+        """Where an attempt whose orchestrator died goes on: its candidate fetched (the gate had
+        accepted it), its gate run again on its last commit (the gate was interrupted), or its loop
+        continued from the conversation the log holds. Each is an `attempt_resumed` event."""
+        ctx = self.ctx
+
+        def resumed_as(how: str, why: str) -> None:
+            ctx.record(AttemptResumed(task=task.id, worker=name.display, how=how, why=why))
+
+        if resumed.accepted is not None:
+            resumed_as("fetch", "the stop gate had accepted its commit; it goes to the merge queue")
+            return AttemptOutcome("finished", "", "accepted before the run was interrupted")
+        history = rebuild_conversation(ctx.store, ctx.run, name.display)
+        last = history[-1] if history else None
+        finish = ctx.state.agents.get(name.display)
+        in_gate = (
+            resumed.gate_open > resumed.rounds
+            or bool(finish and finish.finishing)
+            or (last is not None and last.role == "assistant" and not last.tool_calls)
+        )
+        if not in_gate:
+            resumed_as("continued", "its conversation goes on from the log")
+            return history
+        resumed_as("gate_rerun", "the stop gate was interrupted; it runs again on the worker's last commit")
+        claim = _last_claim(ctx, name.display)
+        from hilbert.agent.policies import Stop
+
+        stop = Stop("finished" if claim is not None else "no_finish", "", *(claim or ("", "")))
+        for action in await gate.judge_stop(stop):
+            if action.kind == "halt":
+                return AttemptOutcome("halted", action.cause, action.reason)
+            if action.kind == "resume":
+                return [*history, action.message]
+        return AttemptOutcome(stop.status, "", "accepted by the stop gate run again at resume")
+
+    def prompt(self, task: Task) -> str:
+        state = self.ctx.state
+        claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
+        prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
+            id=task.id,
+            title=defang(task.title),
+            description=defang(task.description or task.title),
+            verify=defang(task.verify),
+            claims=defang(claims),
+            messages=ENVELOPE_RULES,
+        )
+        for skill in self.ctx.skills:
+            prompt += f"\n\nSkill `{skill.name}` ({defang(skill.description)}):\n{defang(skill.body)}"
+        if task.id in state.feedback:
+            prompt += f"\n\nAn earlier attempt at this task did not land:\n{defang(state.feedback[task.id])}"
+        for note in state.notes.get(task.id, []):
+            prompt += f"\n\nThe lead's note: {defang(note)}"
+        return prompt
+
+    async def loop(
+        self,
+        task: Task,
+        name: Name,
+        prompt: str,
+        tools: Tools,
+        gate: StopGate,
+        checkout: Checkout,
+        inbox: Inbox,
+        history: list[Message] | None,
+    ) -> AgentResult:
+        """The worker's agent loop, restarted from its workspace and the log when it crashes or hangs
+        (at most `liveness.restarts` times); every run's spend counts toward the run's cost cap."""
+        ctx = self.ctx
+        budget = task.budget or Budget()  # the plan's per-attempt budget, else the run's defaults
+        restarts = 0
+        while True:
+            spend = SharedCostLimit(ctx.cost)
+            used = ctx.state.agents[name.display].turns if name.display in ctx.state.agents else 0
+            self.watches[task.id] = Watch(name.display, task.id, time.time(), busy=lambda: gate.judging)
+            running = asyncio.create_task(
+                run_agent(
+                    run=ctx.run,
+                    agent=name.display,
+                    task=prompt,
+                    model=ctx.models.worker,
+                    system_prompt=ctx.system_prompt,
+                    toolbox=tools,
+                    store=ctx.store,
+                    history=history,
+                    policies=[
+                        TurnLimit(max(0, (budget.turns or ctx.settings.budgets.max_turns) - used)),
+                        *([CostLimit(budget.usd)] if budget.usd else []),
+                        spend,
+                        inbox,
+                        Reminders(task.verify, acceptance_items(task.description, task.verify)),
+                        compaction_for(
+                            ctx.settings.context.strategy, model=ctx.models.worker, store=ctx.store
+                        ),
+                        gate,
+                    ],
+                )
+            )
+            self.loops[task.id] = running
+            try:
+                result = await running
+            except asyncio.CancelledError:
+                spend.settle(self.stopped_cost(name.display))
+                current = asyncio.current_task()
+                if (current and current.cancelling()) or task.id not in self.restart_wanted:
+                    raise
+                if restarts >= ctx.settings.liveness.restarts or not await self.usable(checkout):
+                    raise RunError(
+                        f"{name.display} hung and cannot be restarted", hint="see its log"
+                    ) from None
+                why = f"no heartbeat for {minutes(ctx.settings.liveness.dead_after_s)}"
+            except Exception as crash:
+                spend.settle(self.stopped_cost(name.display))
+                if restarts >= ctx.settings.liveness.restarts or not await self.usable(checkout):
+                    raise
+                why = f"{type(crash).__name__}: {crash}"
+            else:
+                spend.settle(result.cost_usd)
+                return result
+            finally:
+                self.watches.pop(task.id, None)
+                self.loops.pop(task.id, None)
+                self.restart_wanted.discard(task.id)
+            restarts += 1
+            history = rebuild_conversation(ctx.store, ctx.run, name.display)
+            ctx.record(
+                WorkerRestarted(
+                    task=task.id, worker=name.display, why=why, restart=restarts, kept=len(history)
+                )
+            )
+
+    def stopped_cost(self, agent: str) -> float:
+        """What the agent's last run spent, from its `agent_stopped` event (0 when there is none)."""
+        stopped = self.ctx.store.events(run=self.ctx.run, agent=agent, kinds=["agent_stopped"])
+        return float(stopped[-1].data.get("cost_usd", 0.0)) if stopped else 0.0
+
+    async def usable(self, checkout: Checkout) -> bool:
+        """The worker's repository and work tree are still there (to restart it in, or to close)."""
+        if not checkout.git_dir.is_dir():
+            return False
+        found = await self.ctx.git.run("rev-parse", "--git-dir", cwd=checkout.git_dir, check=False)
+        return found.returncode == 0 and checkout.work_tree.is_dir()
+
+    def restart(self, task_id: str) -> None:
+        """Liveness found the worker on `task_id` hung: cancel its loop, for `loop` to restart it."""
+        if task_id in self.loops and not self.loops[task_id].done():
+            self.restart_wanted.add(task_id)
+            self.loops[task_id].cancel()
+
+
+def _last_claim(ctx: RunContext, agent: str) -> tuple[str, str] | None:
+    """The claim and evidence of the agent's last successful `finish` call, if its last tool call was one."""
+    calls = ctx.store.events(run=ctx.run, agent=agent, kinds=["tool_result"])[-1:]
+    if not calls or calls[0].data.get("name") != "finish" or calls[0].data.get("is_error"):
+        return None
+    arguments = calls[0].data.get("arguments") or {}
+    return str(arguments.get("claim", "")), str(arguments.get("evidence", ""))

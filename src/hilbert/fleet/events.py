@@ -1,0 +1,576 @@
+"""The fleet's events as typed records: one frozen dataclass per kind, in one registry.
+
+Writers build a record and append it (`record(Merged(task="T1", ref=..., commit=...))`); readers turn a
+stored row back into its record with `decode`. Every field has a default, and `decode` ignores keys it
+does not know, so a log written by an older or newer hilbert still reads. The fold over these records
+(`hilbert.fleet.state`) is the fleet's state; nothing else keeps it.
+
+Who writes what: the harness (agent "harness": the driver, the stop gate, the merge queue, liveness,
+the lead's tools), the person (agent "person": messages, stops, decisions on proposals), workers and
+the lead (their messages). The agent loop's own kinds (`agent_started`, `model_call`, ...) are
+`hilbert.store.kinds`; the fold reads those as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+from hilbert.store.event_store import Event
+
+E = TypeVar("E", bound="FleetEvent")
+EVENTS: dict[str, type[FleetEvent]] = {}
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    kind: ClassVar[str] = ""
+
+    def data(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def kind(name: str) -> Any:
+    """Register the record class under its kind."""
+
+    def register(cls: type[E]) -> type[E]:
+        cls.kind = name
+        EVENTS[name] = cls
+        return cls
+
+    return register
+
+
+def decode(event: Event) -> FleetEvent | None:
+    """The record of a stored fleet event; None for a kind that is not the fleet's."""
+    cls = EVENTS.get(event.kind)
+    if cls is None:
+        return None
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in event.data.items() if k in known})
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+@kind("fleet_started")
+@dataclass(frozen=True)
+class FleetStarted(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # the whole plan (`Plan.model_dump(mode="json")`)
+    repo: str = ""  # the person's repository, read once
+    base: str = ""  # the commit the run started from
+    heldout_root: str = ""  # the folder the plan's `heldout:` paths are relative to
+    workers: int = 0
+    test_command: str = ""
+    max_cost_usd: float = 0.0
+    model: str = ""
+    integration: str = ""
+    sandbox: str = ""
+    mark: str = ""  # every command of the run carries it (its leftovers are found by it)
+    settings: dict[str, Any] = field(default_factory=dict)  # what may change on resume, as the run started
+    pid: int = 0  # so a view can tell a run whose process died
+    host: str = ""
+
+
+@kind("fleet_resumed")
+@dataclass(frozen=True)
+class FleetResumed(FleetEvent):
+    pid: int = 0
+    host: str = ""
+    mark: str = ""
+    changed: dict[str, Any] = field(default_factory=dict)  # setting -> [before, now]
+    settings: dict[str, Any] = field(default_factory=dict)
+    killed: list[int] = field(
+        default_factory=list
+    )  # the dead run's processes, killed before anything restarted
+
+
+@kind("fleet_interrupted")
+@dataclass(frozen=True)
+class FleetInterrupted(FleetEvent):
+    why: str = ""
+
+
+@kind("fleet_finished")
+@dataclass(frozen=True)
+class FleetFinished(FleetEvent):
+    states: dict[str, str] = field(default_factory=dict)
+    tip: str = ""
+    stuck: dict[str, str] = field(default_factory=dict)
+
+
+@kind("crash_point")
+@dataclass(frozen=True)
+class CrashPoint(FleetEvent):
+    """Test only: the orchestrator kills itself right after this event (`HILBERT_CRASH_AT`)."""
+
+    point: str = ""
+
+
+# -- tasks and attempts ----------------------------------------------------------------------------
+
+
+@kind("task_state")
+@dataclass(frozen=True)
+class TaskStateChanged(FleetEvent):
+    task: str = ""
+    status: str = "pending"
+    attempts: int = 0
+    worker: str | None = None
+    reopened: int = 0
+
+
+@kind("task_started")
+@dataclass(frozen=True)
+class TaskStarted(FleetEvent):
+    task: str = ""
+    worker: str = ""  # display name
+    worker_id: str = ""
+    base: str = ""
+    workspace: str = ""
+
+
+@kind("attempt_resumed")
+@dataclass(frozen=True)
+class AttemptResumed(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    how: str = ""  # continued | gate_rerun | fetch | restarted
+    why: str = ""
+
+
+@kind("task_attempted")
+@dataclass(frozen=True)
+class TaskAttempted(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    status: str = ""
+    cause: str = ""
+    reason: str = ""
+    candidate: str | None = None  # the ref its verified commit was fetched to
+
+
+@kind("task_retried")
+@dataclass(frozen=True)
+class TaskRetried(FleetEvent):
+    task: str = ""
+    why: str = ""
+    decision: str = ""
+
+
+@kind("task_escalated")
+@dataclass(frozen=True)
+class TaskEscalated(FleetEvent):
+    task: str = ""
+    why: str = ""
+    decision: str = ""
+
+
+@kind("task_stopped")
+@dataclass(frozen=True)
+class TaskStopped(FleetEvent):
+    task: str = ""
+    why: str = ""
+
+
+@kind("task_error")
+@dataclass(frozen=True)
+class TaskError(FleetEvent):
+    task: str = ""
+    error: str = ""
+
+
+# -- the stop gate and the panel -------------------------------------------------------------------
+
+
+@kind("gate_step")
+@dataclass(frozen=True)
+class GateStep(FleetEvent):
+    task: str = ""
+    worker: str = ""  # the worker's id
+    commit: str = ""
+    round: int = 0
+    step: str = ""
+    passed: bool = False
+    summary: str = ""
+    findings: list[str] = field(default_factory=list)
+    output: str = ""
+
+
+@kind("gate_running")
+@dataclass(frozen=True)
+class GateRunning(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    commit: str = ""
+    round: int = 0
+    step: str = ""
+    elapsed_s: float = 0.0
+
+
+@kind("gate_verdict")
+@dataclass(frozen=True)
+class GateVerdict(FleetEvent):
+    """The round's last word, after the panel: `done` means `commit` is the attempt's candidate."""
+
+    task: str = ""
+    worker: str = ""
+    commit: str = ""
+    round: int = 0
+    verdict: str = ""  # done | not_done | impossible
+    reasons: list[str] = field(default_factory=list)
+    checks_passed: bool = False
+    claimed: bool = False
+    model: str | None = None
+    model_cost_usd: float = 0.0
+    panel: str | None = None  # the panel's summary when it sent the work back
+
+
+@kind("panel_reviewed")
+@dataclass(frozen=True)
+class PanelReviewed(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    commit: str = ""
+    round: int = 0
+    summary: str = ""
+    send_back: bool = False
+    reasons: list[str] = field(default_factory=list)
+    reviews: list[Any] = field(default_factory=list)
+    agreed: list[Any] = field(default_factory=list)
+    pairs: list[Any] = field(default_factory=list)
+    complete: bool = True
+    errors: list[str] = field(default_factory=list)
+    cost_usd: float = 0.0
+
+
+@kind("panel_skipped")
+@dataclass(frozen=True)
+class PanelSkipped(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    commit: str = ""
+    round: int = 0
+    why: str = ""
+
+
+@kind("panel_agreement")
+@dataclass(frozen=True)
+class PanelAgreement(FleetEvent):
+    pairs: list[Any] = field(default_factory=list)
+    reviews: int = 0
+
+
+# -- liveness and workspaces -----------------------------------------------------------------------
+
+
+@kind("worker_stuck")
+@dataclass(frozen=True)
+class WorkerStuck(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    quiet_s: float = 0.0
+
+
+@kind("worker_hung")
+@dataclass(frozen=True)
+class WorkerHung(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    quiet_s: float = 0.0
+
+
+@kind("worker_restarted")
+@dataclass(frozen=True)
+class WorkerRestarted(FleetEvent):
+    task: str = ""
+    worker: str = ""
+    why: str = ""
+    restart: int = 0
+    kept: int = 0
+
+
+@kind("liveness_error")
+@dataclass(frozen=True)
+class LivenessError(FleetEvent):
+    error: str = ""
+
+
+@kind("workspace_closed")
+@dataclass(frozen=True)
+class WorkspaceClosed(FleetEvent):
+    worker: str = ""  # the worker's id
+    message: str = ""
+
+
+@kind("workspaces_fallback")
+@dataclass(frozen=True)
+class WorkspacesFallback(FleetEvent):
+    strategy: str = ""
+    why: str = ""
+
+
+# -- the merge queue -------------------------------------------------------------------------------
+
+
+@kind("merge_batch_started")
+@dataclass(frozen=True)
+class MergeBatchStarted(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    base: str = ""
+
+
+@kind("merge_checks_passed")
+@dataclass(frozen=True)
+class MergeChecksPassed(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    commit: str = ""
+    commands: list[str] = field(default_factory=list)
+
+
+@kind("merge_checks_failed")
+@dataclass(frozen=True)
+class MergeChecksFailed(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    commit: str = ""
+    command: str = ""
+    exit: int = 0
+    timed_out: bool = False
+    output: str = ""
+    confirmed: bool = False
+
+
+@kind("merge_checks_baseline")
+@dataclass(frozen=True)
+class MergeChecksBaseline(FleetEvent):
+    commit: str = ""
+    base: str = ""
+    still_failing: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+
+
+@kind("merge_bisect")
+@dataclass(frozen=True)
+class MergeBisect(FleetEvent):
+    suspects: list[str] = field(default_factory=list)
+    testing: list[str] = field(default_factory=list)
+    base: str = ""
+
+
+@kind("merge_landing")
+@dataclass(frozen=True)
+class MergeLanding(FleetEvent):
+    """Written before the integration ref moves from `old` to `commit`: the intent, reconciled at resume."""
+
+    tasks: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+    commit: str = ""
+    old: str = ""
+
+
+@kind("merged")
+@dataclass(frozen=True)
+class Merged(FleetEvent):
+    task: str = ""
+    ref: str = ""
+    commit: str = ""
+
+
+@kind("merge_reconciled")
+@dataclass(frozen=True)
+class MergeReconciled(FleetEvent):
+    """At resume: the log and the integration ref told different stories; what was done about it."""
+
+    tasks: list[str] = field(default_factory=list)
+    commit: str = ""
+    how: str = ""  # ref_moved_unlogged (merged now logged) | landing_lost (requeued) | merge_lost (requeued)
+
+
+@kind("merge_rejected")
+@dataclass(frozen=True)
+class MergeRejected(FleetEvent):
+    task: str = ""
+    ref: str = ""
+    command: str = ""
+    exit: int = 0
+    output: str = ""
+    tested_commit: str = ""
+
+
+@kind("merge_conflict")
+@dataclass(frozen=True)
+class MergeConflict(FleetEvent):
+    task: str = ""
+    ref: str = ""
+    base: str = ""
+    files: list[str] = field(default_factory=list)
+    hunks: str = ""
+
+
+@kind("merge_requeued")
+@dataclass(frozen=True)
+class MergeRequeued(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    base: str = ""
+    reason: str = ""
+
+
+@kind("merge_error")
+@dataclass(frozen=True)
+class MergeError(FleetEvent):
+    error: str = ""
+
+
+@kind("flaky_test")
+@dataclass(frozen=True)
+class FlakyTest(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    commit: str = ""
+    command: str = ""
+    first_exit: int = 0
+    first_output: str = ""
+    second_output: str = ""
+
+
+# -- the lead and the person -----------------------------------------------------------------------
+
+
+@kind("lead_consulted")
+@dataclass(frozen=True)
+class LeadConsulted(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    session: int = 0
+
+
+@kind("lead_answered")
+@dataclass(frozen=True)
+class LeadAnswered(FleetEvent):
+    status: str = ""
+    error: str | None = None
+    still_escalated: list[str] = field(default_factory=list)
+
+
+@kind("lead_action")
+@dataclass(frozen=True)
+class LeadAction(FleetEvent):
+    action: str = ""  # reassign | split_task | add_task | mark_impossible
+    task: str = ""
+    note: str | None = None
+    reason: str | None = None
+    into: list[str] | None = None
+    worker_messages_read: list[dict[str, Any]] | None = None  # the session had read a worker's message
+    proposal: str | None = None  # the held proposal this applies, once the person approved it
+    approved_by: str | None = None
+    notes: dict[str, str] = field(default_factory=dict)  # task -> the lead's note for its next worker
+
+    def data(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@kind("plan_changed")
+@dataclass(frozen=True)
+class PlanChanged(FleetEvent):
+    tasks: list[str] = field(default_factory=list)
+    added: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # the whole new plan
+    path: str = ""  # the PLAN.md written
+
+
+@kind("proposal_held")
+@dataclass(frozen=True)
+class ProposalHeld(FleetEvent):
+    id: str = ""
+    action: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+    added: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    worker_messages: list[dict[str, Any]] = field(default_factory=list)
+    session: int = 0
+
+
+@kind("proposal_approved")
+@dataclass(frozen=True)
+class ProposalApproved(FleetEvent):
+    id: str = ""
+
+
+@kind("proposal_rejected")
+@dataclass(frozen=True)
+class ProposalRejected(FleetEvent):
+    id: str = ""
+    why: str = ""
+
+
+@kind("proposal_applied")
+@dataclass(frozen=True)
+class ProposalApplied(FleetEvent):
+    id: str = ""
+    action: str = ""
+
+
+@kind("proposal_stale")
+@dataclass(frozen=True)
+class ProposalStale(FleetEvent):
+    id: str = ""
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class MessageEvent(FleetEvent):
+    """A message to an agent (`hilbert.fleet.inbox`): signed when the run has a key."""
+
+    run: str = ""
+    sender: str = ""
+    role: str = ""
+    to: str = ""
+    text: str = ""
+    hop: int = 0
+    signature: str = ""
+
+
+@kind("person_message")
+@dataclass(frozen=True)
+class PersonMessage(MessageEvent):
+    pass
+
+
+@kind("lead_message")
+@dataclass(frozen=True)
+class LeadMessage(MessageEvent):
+    pass
+
+
+@kind("worker_nudged")
+@dataclass(frozen=True)
+class WorkerNudged(MessageEvent):
+    pass
+
+
+@kind("agent_message")
+@dataclass(frozen=True)
+class AgentMessage(MessageEvent):
+    pass
+
+
+@kind("message_refused")
+@dataclass(frozen=True)
+class MessageRefused(FleetEvent):
+    sender: str = ""
+    to: str = ""
+    why: str = ""
+
+
+@kind("message_rejected")
+@dataclass(frozen=True)
+class MessageRejected(FleetEvent):
+    id: int = 0
+    to: str = ""
+    why: str = ""
+
+
+@kind("stop_requested")
+@dataclass(frozen=True)
+class StopRequested(FleetEvent):
+    to: str = "*"

@@ -1,0 +1,302 @@
+"""Opening a fleet run: a fresh one, or one whose orchestrator died (`resume`), made whole first.
+
+`open_run` (an async context manager) takes the run folder's lock — one live orchestrator per run: a
+second is refused, naming the live one's pid and host — folds the log, builds the `RunContext`, and
+for a resume, before anything restarts:
+
+1. kills every process the dead orchestrator started (they carry the run's mark,
+   `hilbert.commands.leftovers`);
+2. reconciles the integration ref and the log both ways: a `merge_landing` whose ref move happened
+   gets its `merged` events; one whose move did not happen leaves its candidates queued; a `merged`
+   event whose commit is not on the branch is re-queued (`merge_reconciled` says which and why);
+3. settles what the dead driver did not: a candidate recorded but not submitted, a merge not marked
+   done, a task marked running whose attempt never started;
+4. records `fleet_resumed` with the settings that changed (workers, budgets, timeouts, models may;
+   the plan, repository and base come from the log and cannot).
+
+It yields an `Opened`: the context, the merge queue seeded with the candidates still waiting, and
+the attempts to resume (task -> its attempt in the fold).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import resource
+import secrets
+import socket
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hilbert.agent import prompts
+from hilbert.agent.policies import CostPool
+from hilbert.commands import Runner
+from hilbert.commands.leftovers import kill_marked
+from hilbert.context.repomap import repository_map
+from hilbert.context.tokens import tokenizer_for
+from hilbert.errors import RunError, UserError
+from hilbert.fleet.context import Models, RunContext
+from hilbert.fleet.crash import Crashes
+from hilbert.fleet.events import FleetResumed, FleetStarted, Merged, MergeReconciled
+from hilbert.fleet.merge_queue import Candidate, MergeQueue
+from hilbert.fleet.plan import Plan
+from hilbert.fleet.state import AttemptView, Fold
+from hilbert.security.envelope import MessageKey
+from hilbert.settings import Settings
+from hilbert.skills import Skill
+from hilbert.store import EventStore
+from hilbert.workspaces import Git, Workspaces
+from hilbert.workspaces.integration import Integration
+
+LOCK = "run.lock"
+
+
+@dataclass(frozen=True)
+class Opened:
+    ctx: RunContext
+    queue: MergeQueue
+    resuming: dict[str, AttemptView]
+
+
+def resumable(settings: Settings, models: Models) -> dict[str, Any]:
+    """The settings a resume may change, flat (`fleet.workers`, `timeouts.gate_s`, `model`, ...)."""
+    flat: dict[str, Any] = {
+        f"{section}.{key}": value
+        for section in ("fleet", "budgets", "gate", "liveness", "timeouts")
+        for key, value in asdict(getattr(settings, section)).items()
+    }
+    flat["model"] = models.worker.name
+    flat["lead_model"] = models.lead.name if models.lead else None
+    flat["judge_model"] = models.judge.name if models.judge else None
+    return flat
+
+
+@contextlib.asynccontextmanager
+async def open_run(
+    plan: Plan | None,
+    *,
+    repo: Path | None,
+    root: Path,
+    run: str,
+    store: EventStore,
+    settings: Settings,
+    runner: Runner,
+    models: Models,
+    heldout_root: Path | None = None,
+    skills: Sequence[Skill] = (),
+    resume: bool = False,
+    crashes: Crashes | None = None,
+) -> AsyncIterator[Opened]:
+    """Open run `run` in the folder `root`: with `plan` and `repo` a fresh one; with `resume` the one
+    the log holds (its plan, repository and base). Every command goes through `runner`, with the
+    run's folder hidden; `heldout_root` is the folder the plan's `heldout:` paths are relative to."""
+    root = Path(root).absolute()
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root, run):
+        fold = Fold(store, run)
+        state = fold.catch_up()
+        if resume and state.started is None:
+            raise UserError(f"run {run} has no fleet to resume", hint="`hilbert runs` lists the runs")
+        if not resume and state.started is not None:
+            raise RunError(f"run {run} exists already", hint="resume it with --resume")
+        git = Git(home=root / "home")
+        (root / "home").mkdir(parents=True, exist_ok=True)
+        started = state.started
+        plan = state.plan if started else plan
+        assert plan is not None
+        source = Path(started.repo if started else repo or ".").absolute()
+        held = Path(heldout_root or Path.cwd()).absolute()
+        if started is None:
+            integration = await Integration.create(source, root / "integration.git", git)
+            base = await integration.tip()
+        else:
+            integration, base = Integration(root / "integration.git", git), started.base
+        mark = secrets.token_hex(8)
+        ctx = RunContext(
+            run=run,
+            root=root,
+            store=store,
+            fold=fold,
+            settings=settings,
+            models=models,
+            runner=runner.hiding(root).marked(mark),
+            git=git,
+            integration=integration,
+            workspaces=Workspaces(root, integration.path),
+            key=MessageKey.for_run(root),
+            cost=CostPool(settings.fleet.max_cost_usd),
+            system_prompt=await _system_prompt(settings, models, integration, base, git),
+            heldout=_heldout_folders(plan, source, Path(started.heldout_root) if started else held),
+            skills=tuple(skills),
+            crashes=crashes or Crashes(),
+        )
+        ctx.cost.spent_usd = state.spent_usd  # what the run spent before it was interrupted
+        ctx.crashes.watch(store, run)
+        _allow_open_files(16 * settings.fleet.workers + 256)
+        now = resumable(settings, models)
+        pending: list[Candidate] = []
+        resuming: dict[str, AttemptView] = {}
+        if started is None:
+            ctx.record(
+                FleetStarted(
+                    tasks=[t.id for t in plan.tasks],
+                    plan=plan.model_dump(mode="json"),
+                    repo=str(source),
+                    base=base,
+                    heldout_root=str(held),
+                    workers=settings.fleet.workers,
+                    test_command=settings.commands.test,
+                    max_cost_usd=settings.fleet.max_cost_usd,
+                    model=models.worker.name,
+                    integration=str(integration.path),
+                    sandbox=ctx.runner.describe(),
+                    mark=mark,
+                    settings=now,
+                    pid=os.getpid(),
+                    host=socket.gethostname(),
+                )
+            )
+        else:
+            before = state.settings
+            marks = [started.mark, *(r.mark for r in state.resumed)]
+            killed = [pid for old in marks if old for pid in kill_marked(old)]
+            changed = {k: [before.get(k), v] for k, v in now.items() if before.get(k) != v}
+            ctx.record(
+                FleetResumed(
+                    pid=os.getpid(),
+                    host=socket.gethostname(),
+                    mark=mark,
+                    changed=changed,
+                    settings=now,
+                    killed=killed,
+                )
+            )
+            pending, resuming = await _reconcile(ctx)
+        queue = MergeQueue(
+            integration,
+            root / "merge-scratch",
+            test_command=settings.commands.test,
+            record=ctx.record,
+            # one command at a time, on the critical path: it does not queue behind the workers' slots
+            runner=replace(ctx.runner, slots=None),
+            max_batch=settings.fleet.merge_batch,
+            pending=pending,
+            crash=ctx.crashes.at,
+        )
+        yield Opened(ctx, queue, resuming)
+
+
+async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, AttemptView]]:
+    """Make the log and the integration repository agree, and say what waits and what resumes."""
+    state, integration = ctx.state, ctx.integration
+    landing = state.landing
+    if landing is not None:
+        if await integration.contains(landing.commit):  # the ref moved; its `merged` events were lost
+            for task, ref in zip(landing.tasks, landing.refs, strict=True):
+                if task not in state.merged:
+                    ctx.record(Merged(task=task, ref=ref, commit=landing.commit))
+            ctx.record(MergeReconciled(tasks=landing.tasks, commit=landing.commit, how="ref_moved_unlogged"))
+        else:  # the intent was logged, the ref never moved: the candidates wait again
+            ctx.record(MergeReconciled(tasks=landing.tasks, commit=landing.commit, how="landing_lost"))
+    requeue: dict[str, str] = {}
+    for task, merged in list(state.merged.items()):
+        if not await integration.contains(merged.commit):
+            ctx.record(MergeReconciled(tasks=[task], commit=merged.commit, how="merge_lost"))
+            requeue[task] = merged.ref
+    resuming: dict[str, AttemptView] = {}
+    for task, task_state in list(state.states.items()):
+        attempt = state.attempts.get(task_state.worker or "")
+        if task in state.merged and task_state.status != "done":
+            ctx.set_state(replace(task_state, status="done"))
+        elif task in requeue:
+            ctx.set_state(replace(task_state, status="verifying"))
+        elif task_state.status == "running" and (attempt is None or attempt.task != task):
+            ctx.set_state(replace(task_state, status="pending", worker=None))  # it never started
+        elif task_state.status == "running" and attempt is not None and attempt.candidate is not None:
+            ctx.set_state(replace(task_state, status="verifying"))  # the dead driver did not submit it
+        elif task_state.status == "running" and attempt is not None:
+            resuming[task] = attempt
+    queued = {**state.queue, **requeue}
+    verify = {t.id: t.verify for t in state.plan.tasks} if state.plan else {}
+    pending = [
+        Candidate(task, ref, verify.get(task, ""))
+        for task, ref in queued.items()
+        if ctx.state.states[task].status == "verifying"
+    ]
+    return pending, resuming
+
+
+async def _system_prompt(
+    settings: Settings, models: Models, integration: Integration, base: str, git: Git
+) -> str:
+    """Every worker's system prompt; with the repository map at the run's base (the same on resume)."""
+    if not settings.context.repository_map_tokens:
+        return prompts.SYSTEM_PROMPT
+    return prompts.system_prompt(
+        await repository_map(
+            integration.path,
+            base,
+            tokenizer=tokenizer_for(models.worker.name),
+            git=git,
+            budget=settings.context.repository_map_tokens,
+        )
+    )
+
+
+@contextlib.contextmanager
+def _locked(root: Path, run: str) -> Any:
+    """Hold the run folder's lock while the orchestrator lives (the kernel drops it when it dies)."""
+    path = root / LOCK
+    handle = path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise UserError(
+            f"run {run} is live: {holder} is running it",
+            hint="watch it with `hilbert status`, or stop it with `hilbert stop` before resuming",
+        ) from None
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def _heldout_folders(plan: Plan, repo: Path, root: Path) -> dict[str, Path]:
+    """Each task's held-out folder, checked before anything runs: it exists, and it is outside the
+    repository (tests inside it are not held out: every worker's checkout has them)."""
+    folders = {}
+    for task in plan.tasks:
+        if task.heldout is None:
+            continue
+        folder = (root / task.heldout).resolve()
+        if not folder.is_dir():
+            raise UserError(
+                f"{task.id}: heldout folder {folder} does not exist", hint="fix `heldout:` in the plan"
+            )
+        if folder.is_relative_to(repo.resolve()):
+            raise UserError(
+                f"{task.id}: heldout folder {folder} is inside the repository, so every worker sees it",
+                hint="keep held-out tests outside the repository",
+            )
+        folders[task.id] = folder
+    return folders
+
+
+def _allow_open_files(needed: int) -> None:
+    """Raise this process's soft limit on open files towards `needed` (within the hard limit): each
+    worker holds connections, pipes of its commands and its workspace's files."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):  # some systems cap below what they report
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

@@ -1,0 +1,433 @@
+"""The fleet's state as a fold of its event log: `apply(state, event) -> state`, and `Fold`, which
+applies only the events newer than the last it saw.
+
+`FleetState` is everything the driver decides from and every view shows: the plan, each task's state,
+each attempt (its worker, base, workspace, gate rounds, last verdict and candidate, how it ended),
+why a task's last attempt did not land, the lead's notes, which escalations the lead was shown, the
+merge queue (candidates waiting, a landing not yet confirmed), each agent's turns, tokens, spend and
+status, the run's spend, stop requests, the orchestrator's pid and host. Nothing else keeps these
+facts: the driver, `hilbert status`, `ask`, `logs` and later views each hold a `Fold`.
+
+`apply` changes `state` in place and returns it: a fresh copy per event would cost O(tasks) for every
+event of a million-event log. A state belongs to one reader. Kinds it does not know change nothing.
+What must not live here: decisions (the scheduler's, the queue's) and anything that does I/O but
+reading the log.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hilbert.fleet import events as ev
+from hilbert.fleet.plan import Plan
+from hilbert.fleet.scheduler import TaskState
+from hilbert.models.types import Usage
+from hilbert.store.event_store import Event, EventStore
+
+HARNESS = "harness"
+PERSON = "person"
+_CHUNK = 5000
+
+
+@dataclass
+class AttemptView:
+    """One worker's attempt at a task (a worker has exactly one)."""
+
+    task: str
+    worker: str  # display name
+    worker_id: str
+    base: str = ""
+    workspace: str = ""
+    rounds: int = 0  # gate rounds with a verdict
+    gate_open: int = 0  # a round the gate started (a step ran) without a verdict yet: interrupted
+    verdict: ev.GateVerdict | None = None  # the last one
+    candidate: str | None = None  # the ref its verified commit was fetched to
+    ended: ev.TaskAttempted | None = None
+    closed: bool = False  # its workspace was removed or archived
+    landed: str | None = None  # merged | conflict | rejected
+
+    @property
+    def accepted(self) -> str | None:
+        """The commit the gate accepted as this attempt's candidate (its last verdict is done)."""
+        return self.verdict.commit if self.verdict and self.verdict.verdict == "done" else None
+
+
+@dataclass
+class AgentView:
+    """One agent's progress, as `hilbert status` shows it."""
+
+    status: str = "running"
+    task: str | None = None
+    model: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    started_at: float = 0.0
+    last_event_at: float = 0.0
+    claim: str | None = None
+    reason: str | None = None
+    cause: str = ""
+    finishing: bool = False  # its last tool call was a successful `finish`: the harness is judging
+
+
+@dataclass
+class FleetState:
+    run: str
+    started: ev.FleetStarted | None = None
+    resumed: list[ev.FleetResumed] = field(default_factory=list)
+    interrupted: str | None = None  # why the last orchestrator stopped early (Ctrl-C)
+    finished: ev.FleetFinished | None = None
+    plan: Plan | None = None
+    states: dict[str, TaskState] = field(default_factory=dict)
+    attempts: dict[str, AttemptView] = field(default_factory=dict)  # worker display name -> attempt
+    current: dict[str, str] = field(default_factory=dict)  # task -> the worker of its latest attempt
+    feedback: dict[str, str] = field(default_factory=dict)  # task -> why its last attempt did not land
+    notes: dict[str, list[str]] = field(default_factory=dict)  # task -> the lead's notes
+    shown: set[str] = field(default_factory=set)  # escalations a lead session was given
+    stopped: set[str] = field(default_factory=set)  # stopped by the person or the cost cap
+    lead_sessions: int = 0
+    lead_open: list[str] | None = None  # the tasks of a lead session that has not answered
+    queue: dict[str, str] = field(default_factory=dict)  # task -> candidate ref waiting to merge
+    landing: ev.MergeLanding | None = None  # the last intent whose `merged` events are not all in
+    merged: dict[str, ev.Merged] = field(default_factory=dict)
+    agents: dict[str, AgentView] = field(default_factory=dict)
+    spent_usd: float = 0.0
+    stops: set[str] = field(default_factory=set)  # whom the person asked to stop ("*": everyone)
+    workers_used: list[str] = field(default_factory=list)  # worker ids, in order
+    pid: int = 0
+    host: str = ""
+    last_id: int = 0
+
+    # -- what views and the driver ask --------------------------------------------------------------
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings the run goes on with now (as started, with each resume's changes)."""
+        now = dict(self.started.settings) if self.started else {}
+        for resumed in self.resumed:
+            now.update(resumed.settings)
+        return now
+
+    def unanswered(self) -> list[str]:
+        """Escalated tasks no lead session was given yet (and not the person's or the budget's)."""
+        return [
+            t
+            for t, s in self.states.items()
+            if s.status == "escalated" and t not in self.shown | self.stopped
+        ]
+
+    def running_workers(self) -> dict[str, str]:
+        """task -> the display name of the worker holding it now."""
+        return {
+            task: worker
+            for task, worker in self.current.items()
+            if self.states.get(task, TaskState(task)).status in ("running", "verifying")
+        }
+
+    def process_alive(self) -> bool | None:
+        """Whether the orchestrator that last wrote the log is still running (None: cannot tell here)."""
+        if self.finished is not None:
+            return False
+        if not self.pid or self.host != socket.gethostname():
+            return None
+        import os
+
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def apply(state: FleetState, event: Event) -> FleetState:
+    """Fold one committed event into `state` (in place) and return it."""
+    state.last_id = max(state.last_id, event.id)
+    agent = _AGENT_KINDS.get(event.kind)
+    if agent is not None:
+        agent(state, event)
+        return state
+    record = ev.decode(event)
+    if record is not None:
+        handler = _HANDLERS.get(type(record))
+        if handler is not None:
+            handler(state, record)
+    return state
+
+
+class Fold:
+    """A fold over one run's log that catches up incrementally: `catch_up()` applies only the events
+    committed since the last call (by any process)."""
+
+    def __init__(self, store: EventStore, run: str) -> None:
+        self.store, self.state = store, FleetState(run)
+
+    def catch_up(self) -> FleetState:
+        while True:
+            batch = self.store.events(run=self.state.run, after_id=self.state.last_id, limit=_CHUNK)
+            for event in batch:
+                apply(self.state, event)
+            if len(batch) < _CHUNK:
+                return self.state
+
+
+# -- the agents' own kinds -------------------------------------------------------------------------
+
+
+def _agent(state: FleetState, event: Event) -> AgentView:
+    view = state.agents.get(event.agent)
+    if view is None:
+        view = state.agents[event.agent] = AgentView(started_at=event.time)
+    view.last_event_at = event.time
+    return view
+
+
+def _agent_started(state: FleetState, event: Event) -> None:
+    view = _agent(state, event)
+    view.status, view.claim, view.reason, view.finishing = "running", None, None, False
+    view.task, view.model = event.data.get("task"), event.data.get("model")
+
+
+def _model_call(state: FleetState, event: Event) -> None:
+    view = _agent(state, event)
+    view.turns += 1
+    cost = float(event.data.get("cost_usd") or 0.0)
+    view.usage += _usage(event.data.get("usage") or {})
+    view.cost_usd += cost
+    view.model = view.model or event.data.get("model")
+    state.spent_usd += cost
+
+
+def _tool_result(state: FleetState, event: Event) -> None:
+    view = _agent(state, event)
+    view.tool_calls += 1
+    view.tool_errors += bool(event.data.get("is_error"))
+    view.finishing = event.data.get("name") == "finish" and not event.data.get("is_error")
+
+
+def _compacted(state: FleetState, event: Event) -> None:
+    view = _agent(state, event)
+    for call in event.data.get("summary_calls") or ():
+        cost = float(call.get("cost_usd") or 0.0)
+        view.usage += _usage(call.get("usage") or {})
+        view.cost_usd += cost
+        state.spent_usd += cost
+
+
+def _agent_stopped(state: FleetState, event: Event) -> None:
+    view = _agent(state, event)
+    data = event.data
+    view.status, view.claim, view.reason = (
+        str(data.get("status", "stopped")),
+        data.get("claim"),
+        data.get("reason"),
+    )
+    view.cause, view.finishing = str(data.get("cause") or ""), False
+
+
+def _touch(state: FleetState, event: Event) -> None:
+    _agent(state, event)
+
+
+_AGENT_KINDS = {
+    "agent_started": _agent_started,
+    "model_call": _model_call,
+    "tool_result": _tool_result,
+    "context_compacted": _compacted,
+    "agent_stopped": _agent_stopped,
+    "model_error": _touch,
+    "message_injected": _touch,
+    "policy_action": _touch,
+}
+
+
+def _usage(data: dict[str, int]) -> Usage:
+    return Usage(
+        input_tokens=int(data.get("input_tokens", 0)),
+        output_tokens=int(data.get("output_tokens", 0)),
+        cache_read_tokens=int(data.get("cache_read_tokens", 0)),
+        cache_write_tokens=int(data.get("cache_write_tokens", 0)),
+    )
+
+
+# -- the fleet's kinds -----------------------------------------------------------------------------
+
+
+def _plan(state: FleetState, data: dict[str, Any]) -> None:
+    if data:
+        state.plan = Plan.model_validate(data)
+        for task in state.plan.tasks:
+            state.states.setdefault(task.id, TaskState(task.id))
+
+
+def _started(state: FleetState, e: ev.FleetStarted) -> None:
+    state.started, state.pid, state.host = e, e.pid, e.host
+    _plan(state, e.plan)
+
+
+def _resumed(state: FleetState, e: ev.FleetResumed) -> None:
+    state.resumed.append(e)
+    state.pid, state.host, state.interrupted = e.pid, e.host, None
+    if state.lead_open is not None:  # the session died with its process: its tasks go to a new one
+        state.shown.difference_update(state.lead_open)
+        state.lead_open = None
+
+
+def _interrupted(state: FleetState, e: ev.FleetInterrupted) -> None:
+    state.interrupted = e.why
+
+
+def _finished(state: FleetState, e: ev.FleetFinished) -> None:
+    state.finished = e
+
+
+def _task_state(state: FleetState, e: ev.TaskStateChanged) -> None:
+    state.states[e.task] = TaskState(e.task, e.status, e.attempts, e.worker, e.reopened)  # type: ignore[arg-type]
+    if e.status != "escalated":
+        state.shown.discard(e.task)  # escalated again later, the lead hears of it again
+    if e.status != "verifying":
+        state.queue.pop(e.task, None)
+
+
+def _task_started(state: FleetState, e: ev.TaskStarted) -> None:
+    state.attempts[e.worker] = AttemptView(e.task, e.worker, e.worker_id, e.base, e.workspace)
+    state.current[e.task] = e.worker
+    state.workers_used.append(e.worker_id)
+
+
+def _attempted(state: FleetState, e: ev.TaskAttempted) -> None:
+    attempt = _attempt_of(state, e.task, e.worker)
+    if attempt is not None:
+        attempt.ended, attempt.candidate = e, e.candidate
+    if e.candidate:
+        state.queue[e.task] = e.candidate
+
+
+def _attempt_of(state: FleetState, task: str, worker: str) -> AttemptView | None:
+    found = state.attempts.get(worker)
+    if found is None:  # the gate and workspaces name a worker by its id
+        found = next((a for a in state.attempts.values() if a.worker_id == worker and a.task == task), None)
+    return found
+
+
+def _gate_step(state: FleetState, e: ev.GateStep | ev.GateRunning) -> None:
+    attempt = _attempt_of(state, e.task, e.worker)
+    if attempt is not None and e.round > attempt.rounds:
+        attempt.gate_open = e.round
+
+
+def _verdict(state: FleetState, e: ev.GateVerdict) -> None:
+    attempt = _attempt_of(state, e.task, e.worker)
+    if attempt is not None:
+        attempt.verdict, attempt.rounds, attempt.gate_open = e, e.round, 0
+    state.spent_usd += e.model_cost_usd
+
+
+def _panel(state: FleetState, e: ev.PanelReviewed) -> None:
+    state.spent_usd += e.cost_usd
+
+
+def _why(state: FleetState, e: ev.TaskRetried | ev.TaskEscalated) -> None:
+    state.feedback[e.task] = e.why
+
+
+def _stopped(state: FleetState, e: ev.TaskStopped) -> None:
+    state.stopped.add(e.task)
+
+
+def _closed(state: FleetState, e: ev.WorkspaceClosed) -> None:
+    attempt = next((a for a in state.attempts.values() if a.worker_id == e.worker), None)
+    if attempt is not None:
+        attempt.closed = True
+
+
+def _landing(state: FleetState, e: ev.MergeLanding) -> None:
+    state.landing = e
+
+
+def _merged(state: FleetState, e: ev.Merged) -> None:
+    state.merged[e.task] = e
+    _landed(state, e.task, e.ref, "merged")
+    if state.landing is not None and all(t in state.merged for t in state.landing.tasks):
+        state.landing = None
+
+
+def _landed(state: FleetState, task: str, ref: str, how: str) -> None:
+    state.queue.pop(task, None)
+    worker_id = ref.rsplit("/", 1)[-1]
+    attempt = next((a for a in state.attempts.values() if a.worker_id == worker_id and a.task == task), None)
+    if attempt is not None:
+        attempt.landed = how
+
+
+def _reconciled(state: FleetState, e: ev.MergeReconciled) -> None:
+    if e.how in ("landing_lost", "merge_lost"):
+        state.landing = None
+        for task in e.tasks:
+            state.merged.pop(task, None)
+
+
+def _rejected(state: FleetState, e: ev.MergeRejected | ev.MergeConflict) -> None:
+    _landed(state, e.task, e.ref, "rejected" if isinstance(e, ev.MergeRejected) else "conflict")
+
+
+def _consulted(state: FleetState, e: ev.LeadConsulted) -> None:
+    state.shown.update(e.tasks)
+    state.lead_sessions = max(state.lead_sessions, e.session)
+    state.lead_open = list(e.tasks)
+
+
+def _answered(state: FleetState, e: ev.LeadAnswered) -> None:
+    state.lead_open = None
+
+
+def _lead_action(state: FleetState, e: ev.LeadAction) -> None:
+    for task, note in e.notes.items():
+        state.notes.setdefault(task, []).append(note)
+
+
+def _plan_changed(state: FleetState, e: ev.PlanChanged) -> None:
+    _plan(state, e.plan)
+
+
+def _stop(state: FleetState, e: ev.StopRequested) -> None:
+    state.stops.add(e.to)
+
+
+_HANDLERS: dict[type, Any] = {
+    ev.FleetStarted: _started,
+    ev.FleetResumed: _resumed,
+    ev.FleetInterrupted: _interrupted,
+    ev.FleetFinished: _finished,
+    ev.TaskStateChanged: _task_state,
+    ev.TaskStarted: _task_started,
+    ev.TaskAttempted: _attempted,
+    ev.GateStep: _gate_step,
+    ev.GateRunning: _gate_step,
+    ev.GateVerdict: _verdict,
+    ev.PanelReviewed: _panel,
+    ev.TaskRetried: _why,
+    ev.TaskEscalated: _why,
+    ev.TaskStopped: _stopped,
+    ev.WorkspaceClosed: _closed,
+    ev.MergeLanding: _landing,
+    ev.Merged: _merged,
+    ev.MergeReconciled: _reconciled,
+    ev.MergeRejected: _rejected,
+    ev.MergeConflict: _rejected,
+    ev.LeadConsulted: _consulted,
+    ev.LeadAnswered: _answered,
+    ev.LeadAction: _lead_action,
+    ev.PlanChanged: _plan_changed,
+    ev.StopRequested: _stop,
+}
+
+
+def with_state(state: FleetState, task: str, **changes: Any) -> TaskState:
+    """`task`'s state with `changes` (not yet recorded: record a `TaskStateChanged` to make it so)."""
+    return replace(state.states[task], **changes)
