@@ -24,55 +24,6 @@ CONVERSATION_KINDS: Final = (AGENT_STARTED, MODEL_CALL, TOOL_RESULT, MESSAGE_INJ
 
 # The fleet's kinds (the harness's, the person's, the lead's and workers' messages) are typed records in
 # one registry: `hilbert.fleet.events.EVENTS`.
-    "task_retried",  # task, why, decision
-    "task_escalated",  # task, why, decision
-    "task_stopped",  # task, why (the person or the cost cap)
-    "task_error",  # task, error (a harness step failed)
-    "gate_step",  # task, worker, commit, round, step (verify|integrity|tests_restored|heldout|model),
-    #              passed, summary, findings, output
-    "gate_running",  # task, worker, commit, round, step, elapsed_s (a long check is still running)
-    "gate_verdict",  # task, worker, commit, round, verdict (done|not_done|impossible), reasons,
-    #                 checks_passed (every step but the model's), claimed, model (its summary or null),
-    #                 model_cost_usd
-    "panel_reviewed",  # task, worker, commit, round, summary, send_back, reasons, reviews, agreed, pairs,
-    #                   complete, errors, cost_usd (hilbert.judge.panel.PanelResult.to_json())
-    "panel_skipped",  # task, worker, commit, round, why
-    "panel_agreement",  # reviews, pairs: [{models, findings, agreed, tasks, rate}] (over the whole run)
-    "worker_nudged",  # to, text (the liveness watch's message, delivered by the worker's inbox)
-    "worker_stuck",  # task, worker, quiet_s
-    "worker_hung",  # task, worker, quiet_s (no heartbeat: its loop is cancelled and restarted)
-    "worker_restarted",  # task, worker, why, restart, kept (messages resumed from the log)
-    "liveness_error",  # error (one look of the liveness watch failed; it keeps watching)
-    "workspace_closed",  # worker, message (what was kept and why)
-    "workspaces_fallback",  # strategy, why
-    "merge_batch_started",  # tasks, base
-    "merge_checks_passed",  # tasks, commit
-    "merge_checks_failed",  # tasks, commit, command, exit, timed_out, output, confirmed
-    "merge_checks_baseline",  # commit, base, still_failing, fixed
-    "merge_bisect",  # suspects, testing, base
-    "merged",  # task, ref, commit
-    "merge_rejected",  # task, command, exit, output
-    "merge_conflict",  # task, ref, base, files, hunks
-    "merge_requeued",  # tasks
-    "merge_error",  # error
-    "flaky_test",  # tasks, commit, command, first_exit, first_output, second_output
-    "lead_consulted",  # tasks, session
-    "lead_action",  # action, task, and note | reason | into; worker_messages_read
-    "proposal_held",  # id, action, detail, arguments, added, notes, worker_messages, session
-    "proposal_approved",  # id (agent "person")
-    "proposal_rejected",  # id, why (agent "person")
-    "proposal_applied",  # id
-    "proposal_stale",  # id, why
-    "plan_changed",  # tasks, plan (the PLAN.md written)
-    "lead_answered",  # status, error, still_escalated
-    "lead_message",  # to, text
-    "person_message",  # to, text, and (signed runs) run, sender, role, hop, signature
-    "agent_message",  # run, sender, role ("worker"), to, text, hop, signature (a worker's send_message)
-    "message_refused",  # sender, to, why (rate limit, forward of a forward, too long)
-    "message_rejected",  # id, to, why (its signature does not match: changed after it was written)
-    "stop_requested",  # to ("*": everyone)
-    "fleet_finished",  # states, tip, stuck
-)
 
 
 class UsageData(TypedDict):
