@@ -26,7 +26,7 @@ import os
 import resource
 import secrets
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from hilbert.fleet.merge_queue import Candidate, MergeQueue
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.state import AttemptView, Fold
 from hilbert.security.envelope import MessageKey
-from hilbert.settings import Settings
+from hilbert.settings import DEFAULT, Settings, known_keys
 from hilbert.skills import Skill
 from hilbert.store import EventStore
 from hilbert.workspaces import Git, Workspaces
@@ -68,10 +68,19 @@ def resumable(settings: Settings, models: Models) -> dict[str, Any]:
         for section in ("fleet", "budgets", "gate", "liveness", "timeouts")
         for key, value in asdict(getattr(settings, section)).items()
     }
-    flat["model"] = models.worker.name
-    flat["lead_model"] = models.lead.name if models.lead else None
-    flat["judge_model"] = models.judge.name if models.judge else None
+    flat["model"] = settings.model or models.worker.name  # as given: a resume without --model reuses it
+    flat["lead_model"] = settings.lead_model
+    flat["judge_model"] = settings.judge_model
     return flat
+
+
+def inherit(settings: Settings, recorded: Mapping[str, Any]) -> Settings:
+    """`settings` for a resume: what the person set now (flag, environment, hilbert.toml) wins; every
+    resumable setting left at its default goes on as the run had it."""
+    known = set(known_keys())
+    layers = [("the run's log", {k: v}) for k, v in recorded.items() if k in known and v is not None]
+    layers += [(settings.source(k), {k: v}) for k, v in settings.items() if settings.source(k) != DEFAULT]
+    return Settings.build(layers)
 
 
 @contextlib.asynccontextmanager

@@ -27,6 +27,7 @@ from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.proposals import pending_lines
 from hilbert.fleet.crash import Crashes
 from hilbert.fleet.run import FleetResult, run_fleet
+from hilbert.fleet.setup import inherit
 from hilbert.fleet.state import FleetState, Fold
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
@@ -254,6 +255,7 @@ async def resume_command(
             hint="stop it first with `hilbert stop`",
         )
     assert state.plan is not None
+    settings = inherit(settings, state.settings)
     root = Path(state.started.integration).parent
     return await _drive(settings, state.plan, run, root, runner, echo, resume=True, crashes=crashes)
 
