@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import AgentResult, Cause, CostLimit, SharedCostLimit, StopStatus, TurnLimit
+from hilbert.agent.policies import AgentResult, CostLimit, SharedCostLimit, Stop, TurnLimit
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools
 from hilbert.context.policy import compaction_for
@@ -27,6 +26,7 @@ from hilbert.fleet.inbox import Inbox
 from hilbert.fleet.liveness import Watch, minutes
 from hilbert.fleet.messages import MessageTools
 from hilbert.fleet.names import Name
+from hilbert.fleet.outcomes import AttemptOutcome
 from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.state import AttemptView
 from hilbert.fleet.stop_gate import StopGate
@@ -41,16 +41,6 @@ Do not edit or skip tests. Finish with the command's output as evidence.
 {messages}
 
 {description}"""
-
-
-@dataclass(frozen=True)
-class AttemptOutcome:
-    """How an attempt ended: its loop's status and cause, and its candidate ref (None: nothing to merge)."""
-
-    status: StopStatus
-    cause: Cause
-    reason: str
-    candidate: str | None = None
 
 
 class Attempts:
@@ -183,8 +173,6 @@ class Attempts:
             return history
         resumed_as("gate_rerun", "the stop gate was interrupted; it runs again on the worker's last commit")
         claim = _last_claim(ctx, name.display)
-        from hilbert.agent.policies import Stop
-
         stop = Stop("finished" if claim is not None else "no_finish", "", *(claim or ("", "")))
         for action in await gate.judge_stop(stop):
             if action.kind == "halt":

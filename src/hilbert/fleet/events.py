@@ -13,8 +13,9 @@ the lead (their messages). The agent loop's own kinds (`agent_started`, `model_c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from hilbert.store.event_store import Event
 
@@ -24,16 +25,20 @@ EVENTS: dict[str, type[FleetEvent]] = {}
 
 @dataclass(frozen=True)
 class FleetEvent:
+    """A fleet event's record; `kind` is the name it is stored under."""
+
     kind: ClassVar[str] = ""
 
     def data(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def kind(name: str) -> Any:
-    """Register the record class under its kind."""
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def kind(name: str) -> Callable[[type[E]], type[E]]:
+    """Make the class a frozen dataclass and register it under its kind."""
 
     def register(cls: type[E]) -> type[E]:
+        cls = dataclass(frozen=True)(cls)
         cls.kind = name
         EVENTS[name] = cls
         return cls
@@ -54,7 +59,6 @@ def decode(event: Event) -> FleetEvent | None:
 
 
 @kind("fleet_started")
-@dataclass(frozen=True)
 class FleetStarted(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     plan: dict[str, Any] = field(default_factory=dict)  # the whole plan (`Plan.model_dump(mode="json")`)
@@ -74,7 +78,6 @@ class FleetStarted(FleetEvent):
 
 
 @kind("fleet_resumed")
-@dataclass(frozen=True)
 class FleetResumed(FleetEvent):
     pid: int = 0
     host: str = ""
@@ -87,13 +90,11 @@ class FleetResumed(FleetEvent):
 
 
 @kind("fleet_interrupted")
-@dataclass(frozen=True)
 class FleetInterrupted(FleetEvent):
     why: str = ""
 
 
 @kind("fleet_finished")
-@dataclass(frozen=True)
 class FleetFinished(FleetEvent):
     states: dict[str, str] = field(default_factory=dict)
     tip: str = ""
@@ -101,7 +102,6 @@ class FleetFinished(FleetEvent):
 
 
 @kind("crash_point")
-@dataclass(frozen=True)
 class CrashPoint(FleetEvent):
     """Test only: the orchestrator kills itself right after this event (`HILBERT_CRASH_AT`)."""
 
@@ -112,7 +112,6 @@ class CrashPoint(FleetEvent):
 
 
 @kind("task_state")
-@dataclass(frozen=True)
 class TaskStateChanged(FleetEvent):
     task: str = ""
     status: str = "pending"
@@ -122,7 +121,6 @@ class TaskStateChanged(FleetEvent):
 
 
 @kind("task_started")
-@dataclass(frozen=True)
 class TaskStarted(FleetEvent):
     task: str = ""
     worker: str = ""  # display name
@@ -132,7 +130,6 @@ class TaskStarted(FleetEvent):
 
 
 @kind("attempt_resumed")
-@dataclass(frozen=True)
 class AttemptResumed(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -141,7 +138,6 @@ class AttemptResumed(FleetEvent):
 
 
 @kind("task_attempted")
-@dataclass(frozen=True)
 class TaskAttempted(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -152,7 +148,6 @@ class TaskAttempted(FleetEvent):
 
 
 @kind("task_retried")
-@dataclass(frozen=True)
 class TaskRetried(FleetEvent):
     task: str = ""
     why: str = ""
@@ -160,7 +155,6 @@ class TaskRetried(FleetEvent):
 
 
 @kind("task_escalated")
-@dataclass(frozen=True)
 class TaskEscalated(FleetEvent):
     task: str = ""
     why: str = ""
@@ -168,14 +162,12 @@ class TaskEscalated(FleetEvent):
 
 
 @kind("task_stopped")
-@dataclass(frozen=True)
 class TaskStopped(FleetEvent):
     task: str = ""
     why: str = ""
 
 
 @kind("task_error")
-@dataclass(frozen=True)
 class TaskError(FleetEvent):
     task: str = ""
     error: str = ""
@@ -185,7 +177,6 @@ class TaskError(FleetEvent):
 
 
 @kind("gate_step")
-@dataclass(frozen=True)
 class GateStep(FleetEvent):
     task: str = ""
     worker: str = ""  # the worker's id
@@ -199,7 +190,6 @@ class GateStep(FleetEvent):
 
 
 @kind("gate_running")
-@dataclass(frozen=True)
 class GateRunning(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -210,7 +200,6 @@ class GateRunning(FleetEvent):
 
 
 @kind("gate_verdict")
-@dataclass(frozen=True)
 class GateVerdict(FleetEvent):
     """The round's last word, after the panel: `done` means `commit` is the attempt's candidate."""
 
@@ -228,7 +217,6 @@ class GateVerdict(FleetEvent):
 
 
 @kind("panel_reviewed")
-@dataclass(frozen=True)
 class PanelReviewed(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -246,7 +234,6 @@ class PanelReviewed(FleetEvent):
 
 
 @kind("panel_skipped")
-@dataclass(frozen=True)
 class PanelSkipped(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -256,7 +243,6 @@ class PanelSkipped(FleetEvent):
 
 
 @kind("panel_agreement")
-@dataclass(frozen=True)
 class PanelAgreement(FleetEvent):
     pairs: list[Any] = field(default_factory=list)
     reviews: int = 0
@@ -266,7 +252,6 @@ class PanelAgreement(FleetEvent):
 
 
 @kind("worker_stuck")
-@dataclass(frozen=True)
 class WorkerStuck(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -274,7 +259,6 @@ class WorkerStuck(FleetEvent):
 
 
 @kind("worker_hung")
-@dataclass(frozen=True)
 class WorkerHung(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -282,7 +266,6 @@ class WorkerHung(FleetEvent):
 
 
 @kind("worker_restarted")
-@dataclass(frozen=True)
 class WorkerRestarted(FleetEvent):
     task: str = ""
     worker: str = ""
@@ -292,20 +275,17 @@ class WorkerRestarted(FleetEvent):
 
 
 @kind("liveness_error")
-@dataclass(frozen=True)
 class LivenessError(FleetEvent):
     error: str = ""
 
 
 @kind("workspace_closed")
-@dataclass(frozen=True)
 class WorkspaceClosed(FleetEvent):
     worker: str = ""  # the worker's id
     message: str = ""
 
 
 @kind("workspaces_fallback")
-@dataclass(frozen=True)
 class WorkspacesFallback(FleetEvent):
     strategy: str = ""
     why: str = ""
@@ -315,14 +295,12 @@ class WorkspacesFallback(FleetEvent):
 
 
 @kind("merge_batch_started")
-@dataclass(frozen=True)
 class MergeBatchStarted(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     base: str = ""
 
 
 @kind("merge_checks_passed")
-@dataclass(frozen=True)
 class MergeChecksPassed(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     commit: str = ""
@@ -330,7 +308,6 @@ class MergeChecksPassed(FleetEvent):
 
 
 @kind("merge_checks_failed")
-@dataclass(frozen=True)
 class MergeChecksFailed(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     commit: str = ""
@@ -342,7 +319,6 @@ class MergeChecksFailed(FleetEvent):
 
 
 @kind("merge_checks_baseline")
-@dataclass(frozen=True)
 class MergeChecksBaseline(FleetEvent):
     commit: str = ""
     base: str = ""
@@ -351,7 +327,6 @@ class MergeChecksBaseline(FleetEvent):
 
 
 @kind("merge_bisect")
-@dataclass(frozen=True)
 class MergeBisect(FleetEvent):
     suspects: list[str] = field(default_factory=list)
     testing: list[str] = field(default_factory=list)
@@ -359,7 +334,6 @@ class MergeBisect(FleetEvent):
 
 
 @kind("merge_landing")
-@dataclass(frozen=True)
 class MergeLanding(FleetEvent):
     """Written before the integration ref moves from `old` to `commit`: the intent, reconciled at resume."""
 
@@ -370,7 +344,6 @@ class MergeLanding(FleetEvent):
 
 
 @kind("merged")
-@dataclass(frozen=True)
 class Merged(FleetEvent):
     task: str = ""
     ref: str = ""
@@ -378,7 +351,6 @@ class Merged(FleetEvent):
 
 
 @kind("merge_reconciled")
-@dataclass(frozen=True)
 class MergeReconciled(FleetEvent):
     """At resume: the log and the integration ref told different stories; what was done about it."""
 
@@ -388,7 +360,6 @@ class MergeReconciled(FleetEvent):
 
 
 @kind("merge_rejected")
-@dataclass(frozen=True)
 class MergeRejected(FleetEvent):
     task: str = ""
     ref: str = ""
@@ -399,7 +370,6 @@ class MergeRejected(FleetEvent):
 
 
 @kind("merge_conflict")
-@dataclass(frozen=True)
 class MergeConflict(FleetEvent):
     task: str = ""
     ref: str = ""
@@ -409,7 +379,6 @@ class MergeConflict(FleetEvent):
 
 
 @kind("merge_requeued")
-@dataclass(frozen=True)
 class MergeRequeued(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     base: str = ""
@@ -417,13 +386,11 @@ class MergeRequeued(FleetEvent):
 
 
 @kind("merge_error")
-@dataclass(frozen=True)
 class MergeError(FleetEvent):
     error: str = ""
 
 
 @kind("flaky_test")
-@dataclass(frozen=True)
 class FlakyTest(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     commit: str = ""
@@ -437,14 +404,12 @@ class FlakyTest(FleetEvent):
 
 
 @kind("lead_consulted")
-@dataclass(frozen=True)
 class LeadConsulted(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     session: int = 0
 
 
 @kind("lead_answered")
-@dataclass(frozen=True)
 class LeadAnswered(FleetEvent):
     status: str = ""
     error: str | None = None
@@ -452,7 +417,6 @@ class LeadAnswered(FleetEvent):
 
 
 @kind("lead_action")
-@dataclass(frozen=True)
 class LeadAction(FleetEvent):
     action: str = ""  # reassign | split_task | add_task | mark_impossible
     task: str = ""
@@ -469,7 +433,6 @@ class LeadAction(FleetEvent):
 
 
 @kind("plan_changed")
-@dataclass(frozen=True)
 class PlanChanged(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     added: list[dict[str, Any]] = field(default_factory=list)
@@ -478,7 +441,6 @@ class PlanChanged(FleetEvent):
 
 
 @kind("proposal_held")
-@dataclass(frozen=True)
 class ProposalHeld(FleetEvent):
     id: str = ""
     action: str = ""
@@ -491,27 +453,23 @@ class ProposalHeld(FleetEvent):
 
 
 @kind("proposal_approved")
-@dataclass(frozen=True)
 class ProposalApproved(FleetEvent):
     id: str = ""
 
 
 @kind("proposal_rejected")
-@dataclass(frozen=True)
 class ProposalRejected(FleetEvent):
     id: str = ""
     why: str = ""
 
 
 @kind("proposal_applied")
-@dataclass(frozen=True)
 class ProposalApplied(FleetEvent):
     id: str = ""
     action: str = ""
 
 
 @kind("proposal_stale")
-@dataclass(frozen=True)
 class ProposalStale(FleetEvent):
     id: str = ""
     why: str = ""
@@ -531,31 +489,26 @@ class MessageEvent(FleetEvent):
 
 
 @kind("person_message")
-@dataclass(frozen=True)
 class PersonMessage(MessageEvent):
     pass
 
 
 @kind("lead_message")
-@dataclass(frozen=True)
 class LeadMessage(MessageEvent):
     pass
 
 
 @kind("worker_nudged")
-@dataclass(frozen=True)
 class WorkerNudged(MessageEvent):
     pass
 
 
 @kind("agent_message")
-@dataclass(frozen=True)
 class AgentMessage(MessageEvent):
     pass
 
 
 @kind("message_refused")
-@dataclass(frozen=True)
 class MessageRefused(FleetEvent):
     sender: str = ""
     to: str = ""
@@ -563,7 +516,6 @@ class MessageRefused(FleetEvent):
 
 
 @kind("message_rejected")
-@dataclass(frozen=True)
 class MessageRejected(FleetEvent):
     id: int = 0
     to: str = ""
@@ -571,6 +523,5 @@ class MessageRejected(FleetEvent):
 
 
 @kind("stop_requested")
-@dataclass(frozen=True)
 class StopRequested(FleetEvent):
     to: str = "*"

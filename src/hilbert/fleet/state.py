@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hilbert.fleet import events as ev
-from hilbert.fleet.plan import Plan
+from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Usage
 from hilbert.store.event_store import Event, EventStore
@@ -111,6 +111,11 @@ class FleetState:
         for resumed in self.resumed:
             now.update(resumed.settings)
         return now
+
+    def task(self, task_id: str) -> Task:
+        """The plan's task `task_id` (the plan as the lead last changed it)."""
+        assert self.plan is not None
+        return next(t for t in self.plan.tasks if t.id == task_id)
 
     def unanswered(self) -> list[str]:
         """Escalated tasks no lead session was given yet (and not the person's or the budget's)."""

@@ -20,12 +20,10 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.commands import Runner
 from hilbert.errors import UserError
-from hilbert.fleet.inbox import PERSON
+from hilbert.fleet.crash import Crashes
 from hilbert.fleet.lead_tools import PlanningToolBox
-from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.proposals import pending_lines
-from hilbert.fleet.crash import Crashes
 from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.fleet.setup import inherit
 from hilbert.fleet.state import FleetState, Fold
@@ -34,9 +32,8 @@ from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.families import family_of
 from hilbert.models.types import Message, Model
-from hilbert.security.envelope import MessageKey
 from hilbert.settings import Settings
-from hilbert.store import EventStore, agent_summary
+from hilbert.store import EventStore
 from hilbert.ui.fleet_views import ask_facts, interrupted
 from hilbert.ui.run_agent import printing
 from hilbert.workspaces import Git
@@ -199,7 +196,8 @@ async def run_command(
 
 
 def interrupted_runs(store: EventStore, repo: Path | None = None) -> list[FleetState]:
-    """Fleet runs whose orchestrator stopped or died before they finished (on `repo`, if given), oldest first."""
+    """Fleet runs whose orchestrator stopped or died before they finished (on `repo`, if given),
+    oldest first."""
     found = []
     for event in store.events(kinds=["fleet_started"]):
         state = Fold(store, event.run).catch_up()
@@ -234,9 +232,8 @@ async def resume_command(
             if len(candidates) > 1:
                 echo("interrupted runs on this repository (the latest is resumed):")
                 for state in candidates:
-                    echo(
-                        f"  {state.run}: {len(state.states)} tasks, started from {state.started.base[:12] if state.started else '?'}"
-                    )
+                    base = state.started.base[:12] if state.started else "?"
+                    echo(f"  {state.run}: {len(state.states)} tasks, started from {base}")
             run = candidates[-1].run
         state = Fold(store, run).catch_up()
     if state.started is None:
@@ -245,9 +242,8 @@ async def resume_command(
         )
     if state.finished is not None:
         done = sum(s == "done" for s in state.finished.states.values())
-        echo(
-            f"run {run} has finished already ({done} of {len(state.finished.states)} tasks merged): nothing to resume"
-        )
+        total = len(state.finished.states)
+        echo(f"run {run} has finished already ({done} of {total} tasks merged): nothing to resume")
         return None
     if state.process_alive():
         raise UserError(
@@ -277,8 +273,9 @@ async def _drive(
     judge_model, panel = gate_models(settings)
     with EventStore.open(settings.db_path) as store:
         echo(
-            f"run {run}{' (resumed)' if resume else ''}: {len(plan.tasks)} tasks, {settings.fleet.workers} workers "
-            f"on {model.name}, the lead on {lead_model.name} (log: {settings.db_path})"
+            f"run {run}{' (resumed)' if resume else ''}: {len(plan.tasks)} tasks, "
+            f"{settings.fleet.workers} workers on {model.name}, the lead on {lead_model.name} "
+            f"(log: {settings.db_path})"
         )
         echo(f"workers' commands: {runner.describe()}")
         echo(

@@ -1,0 +1,90 @@
+"""What the run does after an attempt ends, a merge decides or a harness step fails: pure decisions over a
+task's state that return the events to record (the driver records them, in order). They read the
+typed outcome — its cause, its candidate — never the text of a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hilbert.agent.policies import Cause, StopStatus
+from hilbert.fleet.events import FleetEvent, TaskEscalated, TaskRetried, TaskStateChanged, TaskStopped
+from hilbert.fleet.merge_queue import Outcome
+from hilbert.fleet.plan import Task
+from hilbert.fleet.scheduler import Status, TaskState, after_failure
+from hilbert.fleet.stop_gate import IMPOSSIBLE
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """How an attempt ended: its loop's status and cause, and its candidate ref (None: nothing to merge)."""
+
+    status: StopStatus
+    cause: Cause
+    reason: str
+    candidate: str | None = None
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    run: str
+    states: Mapping[str, TaskState]
+    integration_repo: Path
+    integration_tip: str
+    stuck: Mapping[str, str]
+    interrupted: bool = False
+
+    @property
+    def all_done(self) -> bool:
+        return all(state.status == "done" for state in self.states.values())
+
+
+def changed(state: TaskState, status: Status | None = None) -> TaskStateChanged:
+    """The event that makes `state` (with `status`, if given) the task's state."""
+    state = replace(state, status=status) if status else state
+    return TaskStateChanged(
+        task=state.task_id,
+        status=state.status,
+        attempts=state.attempts,
+        worker=state.worker,
+        reopened=state.reopened,
+    )
+
+
+def after_attempt(
+    task: Task, state: TaskState, outcome: AttemptOutcome, *, max_attempts: int
+) -> list[FleetEvent]:
+    """A candidate goes to the merge queue (verifying); a stop by the person or the cost cap is theirs,
+    not the lead's (escalated, recorded as stopped); the judge's `impossible` goes to the lead at once;
+    anything else is a failed attempt."""
+    if outcome.candidate is not None:
+        return [changed(state, "verifying")]
+    if outcome.cause in ("person", "cost_cap"):
+        return [TaskStopped(task=task.id, why=outcome.reason), changed(state, "escalated")]
+    if outcome.cause == "impossible":
+        return [
+            TaskEscalated(task=task.id, why=outcome.reason, decision=IMPOSSIBLE),
+            changed(state, "escalated"),
+        ]
+    return failure(task, state, f"{outcome.status}: {outcome.reason}", max_attempts=max_attempts)
+
+
+def after_merge(task: Task, state: TaskState, outcome: Outcome, *, max_attempts: int) -> list[FleetEvent]:
+    """Merged: done. A conflict or red checks: a failed attempt, with the hunks or the output as feedback."""
+    if outcome.kind == "merged":
+        return [changed(state, "done")]
+    if outcome.kind in ("conflict", "rejected"):
+        why = f"{outcome.kind}: {outcome.hunks or outcome.output}"[:4000]
+        return failure(task, state, why, max_attempts=max_attempts)
+    return []  # requeued: it waits for the next batch
+
+
+def failure(task: Task, state: TaskState, why: str, *, max_attempts: int) -> list[FleetEvent]:
+    """A failed attempt: retried within `max_attempts`, else escalated to the lead; `why` is the next
+    attempt's feedback."""
+    failed = replace(state, status="failed")
+    decision = after_failure(task, failed, max_attempts=max_attempts)
+    event = TaskRetried if decision.kind == "retry" else TaskEscalated
+    return [changed(failed), event(task=task.id, why=why, decision=decision.reason), changed(decision.state)]
