@@ -21,6 +21,7 @@ from hilbert.store.event_store import Event
 
 E = TypeVar("E", bound="FleetEvent")
 EVENTS: dict[str, type[FleetEvent]] = {}
+_FIELDS: dict[type[FleetEvent], frozenset[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,11 @@ def decode(event: Event) -> FleetEvent | None:
     cls = EVENTS.get(event.kind)
     if cls is None:
         return None
-    known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in event.data.items() if k in known})
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = frozenset(f.name for f in fields(cls))
+    data = event.data
+    return cls(**(data if known.issuperset(data) else {k: v for k, v in data.items() if k in known}))
 
 
 # -- the run ---------------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ class AgentView:
     turns: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
-    usage: Usage = field(default_factory=Usage)
+    tokens: list[int] = field(default_factory=lambda: [0, 0, 0, 0])  # in, out, cache read, cache write
     cost_usd: float = 0.0
     started_at: float = 0.0
     last_event_at: float = 0.0
@@ -72,6 +72,18 @@ class AgentView:
     reason: str | None = None
     cause: str = ""
     finishing: bool = False  # its last tool call was a successful `finish`: the harness is judging
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(*self.tokens)
+
+    def add(self, usage: dict[str, int], cost_usd: float) -> None:
+        tokens = self.tokens
+        tokens[0] += usage.get("input_tokens", 0)
+        tokens[1] += usage.get("output_tokens", 0)
+        tokens[2] += usage.get("cache_read_tokens", 0)
+        tokens[3] += usage.get("cache_write_tokens", 0)
+        self.cost_usd += cost_usd
 
 
 @dataclass
@@ -201,10 +213,10 @@ def _agent_started(state: FleetState, event: Event) -> None:
 def _model_call(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
     view.turns += 1
-    cost = float(event.data.get("cost_usd") or 0.0)
-    view.usage += _usage(event.data.get("usage") or {})
-    view.cost_usd += cost
-    view.model = view.model or event.data.get("model")
+    data = event.data
+    cost = float(data.get("cost_usd") or 0.0)
+    view.add(data.get("usage") or {}, cost)
+    view.model = view.model or data.get("model")
     state.spent_usd += cost
 
 
@@ -219,8 +231,7 @@ def _compacted(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
     for call in event.data.get("summary_calls") or ():
         cost = float(call.get("cost_usd") or 0.0)
-        view.usage += _usage(call.get("usage") or {})
-        view.cost_usd += cost
+        view.add(call.get("usage") or {}, cost)
         state.spent_usd += cost
 
 
@@ -249,15 +260,6 @@ _AGENT_KINDS = {
     "message_injected": _touch,
     "policy_action": _touch,
 }
-
-
-def _usage(data: dict[str, int]) -> Usage:
-    return Usage(
-        input_tokens=int(data.get("input_tokens", 0)),
-        output_tokens=int(data.get("output_tokens", 0)),
-        cache_read_tokens=int(data.get("cache_read_tokens", 0)),
-        cache_write_tokens=int(data.get("cache_write_tokens", 0)),
-    )
 
 
 # -- the fleet's kinds -----------------------------------------------------------------------------
