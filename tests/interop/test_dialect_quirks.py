@@ -9,8 +9,8 @@ import json
 
 from hilbert.models.types import Message, ToolCall, ToolSpec
 from hilbert.sim.engineer.actions import Grep, Read, Run
-from hilbert.sim.engineer.dialect_aider import detect as detect_aider
-from hilbert.sim.engineer.dialects_external import detect_claude_code, detect_mini_swe_agent
+from hilbert.sim.engineer.dialects.aider import detect as detect_aider
+from hilbert.sim.engineer.dialects.external import detect_claude_code, detect_mini_swe_agent
 from hilbert.testing.fake_server.responder import Conversation
 
 SOURCE = "def add(a, b):\n    return a - b\n"

@@ -30,23 +30,13 @@ from pathlib import Path
 
 from hilbert.commands import Output, Runner, verify_timeout
 from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
+from hilbert.judge.evidence import Step
 from hilbert.judge.integrity import integrity_findings
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
 from hilbert.models.types import Model
 from hilbert.workspaces.git import Git
 
 NO_MODEL = "skipped: no judge model was named, so the verdict rests on the checks alone"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the gate: its name, whether it passed, and what shows it (findings or output)."""
-
-    name: str
-    passed: bool
-    summary: str
-    findings: tuple[str, ...] = ()
-    output: str = ""
 
 
 @dataclass(frozen=True)

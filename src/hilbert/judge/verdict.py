@@ -13,16 +13,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hilbert.judge.change import Change, FileChange
+from hilbert.judge.evidence import Step
 from hilbert.judge.untrusted import UNTRUSTED_RULES, ask_json, fence, new_nonce
 from hilbert.models.types import Message, Model, Usage
-
-if TYPE_CHECKING:
-    from hilbert.judge.gate import Step
 
 VerdictName = Literal["done", "not_done", "impossible"]
 DIFF_BUDGET_CHARS = 40_000

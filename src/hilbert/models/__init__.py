@@ -4,10 +4,11 @@
     model = make_model("openai:qwen3@http://127.0.0.1:8000/v1")  # any OpenAI-compatible server
     completion = await model.complete(messages, tools, on_text=print)
 
-Layout: `types` (neutral data, the seam) · `names` (parsing `provider:name[@url]`, keys and URLs)
-· `pricing` (price table, cost) · `failures` (what an error means) · `retry` (backoff)
-· `wire` (what the adapters share) · one adapter per protocol: `anthropic_messages`, `openai_chat`,
-`openai_responses`. Adapters translate and measure; they decide nothing about the conversation.
+Layout: `types` (neutral data, the seam) · `defaults` (timeout, output cap) · `names` (parsing
+`provider:name[@url]`, keys and URLs) · `pricing` (price table, cost) · `failures` (what an error
+means) · `retry` (backoff) · `wire` (what the adapters share) · one adapter per protocol:
+`anthropic_messages`, `openai_chat`, `openai_responses`. Adapters translate and measure; they decide
+nothing about the conversation, and import the modules they need, never this package.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from hilbert.models.defaults import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_S
 from hilbert.models.names import Endpoint, ModelSpec, parse_model_name, resolve_endpoint
 from hilbert.models.pricing import Price, PriceTable
 from hilbert.models.retry import Retrier, RetryPolicy
@@ -62,9 +64,6 @@ __all__ = [
     "parse_model_name",
     "resolve_endpoint",
 ]
-
-DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_MAX_TOKENS = 16_384
 
 # The SDKs take ~1.5 s to import; code that only needs the types (the store, the fake server, the
 # CLI's --help) must not pay for them, so the adapters are imported on first use.

@@ -19,7 +19,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from hilbert.models import DEFAULT_MAX_TOKENS
+from hilbert.models.defaults import DEFAULT_MAX_TOKENS
 from hilbert.models.failures import StreamDropped
 from hilbert.models.types import Message, StopReason, TextCallback, ToolSpec, Usage
 from hilbert.models.wire import TurnBuilder, WireModel

@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx2
 
-from hilbert.models import DEFAULT_TIMEOUT_S
+from hilbert.models.defaults import DEFAULT_TIMEOUT_S
 from hilbert.models.failures import classify
 from hilbert.models.names import Endpoint, ModelSpec
 from hilbert.models.pricing import PriceTable

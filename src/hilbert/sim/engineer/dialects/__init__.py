@@ -2,8 +2,7 @@
 
 `choose(conversation, name=None)` asks each detector in `DETECTORS` in order (specific tool sets
 first, the generic single-shell-tool dialect last; the third-party agents' dialects live in
-`engineer/dialects_external.py` and `engineer/dialect_aider.py`) and takes the first that
-recognises the tools.
+`external.py` and `aider.py` here) and takes the first that recognises the tools.
 When none does, the fallback `Unequipped` dialect answers every turn with a text reply that says
 which tools were offered and which it knows, so a misconfigured run stops with a clear message
 instead of guessing. To add a dialect, add a module with a `detect` and list it here.
@@ -16,9 +15,8 @@ from dataclasses import dataclass
 
 from hilbert.errors import UserError
 from hilbert.models.types import Message
-from hilbert.sim.engineer import dialects_external
 from hilbert.sim.engineer.actions import Action, Observation
-from hilbert.sim.engineer.dialects import bash, hilbert
+from hilbert.sim.engineer.dialects import bash, external, hilbert
 from hilbert.sim.engineer.dialects.base import Dialect, command_observation
 from hilbert.testing.fake_server.responder import Conversation, Reply
 
@@ -26,7 +24,7 @@ Detector = Callable[[Conversation], Dialect | None]
 # Order matters: third-party agents' tool sets (Claude Code, Codex, mini-swe-agent, aider) first,
 # then hilbert's own tools, then any single shell tool.
 DETECTORS: dict[str, Detector] = {
-    **dialects_external.DETECTORS,
+    **external.DETECTORS,
     "hilbert": hilbert.detect,
     "bash": bash.detect,
 }

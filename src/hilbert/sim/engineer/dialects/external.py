@@ -1,5 +1,5 @@
 """Dialects for third-party coding agents driven against the fake server: Claude Code, Codex CLI and
-mini-swe-agent here, aider in `dialect_aider.py`; `DETECTORS` lists them for `dialects/__init__.py`.
+mini-swe-agent here, aider in `aider.py`; `DETECTORS` lists them for `dialects/__init__.py`.
 
 What each client offers and answers (checked against the pinned versions in `tools/`):
 
@@ -29,7 +29,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from hilbert.models.types import Message, ToolCall
-from hilbert.sim.engineer import dialect_aider
 from hilbert.sim.engineer.actions import (
     Action,
     Edit,
@@ -42,7 +41,7 @@ from hilbert.sim.engineer.actions import (
     Say,
     Write,
 )
-from hilbert.sim.engineer.dialects import bash
+from hilbert.sim.engineer.dialects import aider, bash
 from hilbert.sim.engineer.dialects.base import Dialect, command_observation, string_param
 from hilbert.testing.fake_server.responder import Conversation, Reply
 
@@ -246,5 +245,5 @@ DETECTORS: dict[str, Detector] = {
     "claude-code": detect_claude_code,
     "codex": detect_codex,
     "mini-swe-agent": detect_mini_swe_agent,
-    "aider": dialect_aider.detect,
+    "aider": aider.detect,
 }
