@@ -43,7 +43,7 @@ from hilbert.fleet.crash import Crashes
 from hilbert.fleet.events import FleetResumed, FleetStarted, Merged, MergeReconciled
 from hilbert.fleet.merge_queue import Candidate, MergeQueue
 from hilbert.fleet.plan import Plan
-from hilbert.fleet.state import AttemptView, Fold
+from hilbert.fleet.state import HARNESS, AttemptView, Fold
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import DEFAULT, Settings, known_keys
 from hilbert.skills import Skill
@@ -118,12 +118,34 @@ async def open_run(
         assert plan is not None
         source = Path(started.repo if started else repo or ".").absolute()
         held = Path(heldout_root or Path.cwd()).absolute()
+        heldout = _heldout_folders(plan, source, Path(started.heldout_root) if started else held)
+        mark = secrets.token_hex(8)
+        marked = runner.hiding(root).marked(mark)
+        now = resumable(settings, models)
         if started is None:
             integration = await Integration.create(source, root / "integration.git", git)
             base = await integration.tip()
+            started = FleetStarted(
+                tasks=[t.id for t in plan.tasks],
+                plan=plan.model_dump(mode="json"),
+                repo=str(source),
+                base=base,
+                heldout_root=str(held),
+                workers=settings.fleet.workers,
+                test_command=settings.commands.test,
+                max_cost_usd=settings.fleet.max_cost_usd,
+                model=models.worker.name,
+                integration=str(integration.path),
+                sandbox=marked.describe(),
+                mark=mark,
+                settings=now,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+            )
+            store.append(run, HARNESS, started.kind, started.data())  # resumable from here on
+            fresh = True
         else:
-            integration, base = Integration(root / "integration.git", git), started.base
-        mark = secrets.token_hex(8)
+            integration, base, fresh = Integration(root / "integration.git", git), started.base, False
         ctx = RunContext(
             run=run,
             root=root,
@@ -131,44 +153,24 @@ async def open_run(
             fold=fold,
             settings=settings,
             models=models,
-            runner=runner.hiding(root).marked(mark),
+            runner=marked,
             git=git,
             integration=integration,
             workspaces=Workspaces(root, integration.path),
             key=MessageKey.for_run(root),
             cost=CostPool(settings.fleet.max_cost_usd),
             system_prompt=await _system_prompt(settings, models, integration, base, git),
-            heldout=_heldout_folders(plan, source, Path(started.heldout_root) if started else held),
+            heldout=heldout,
             skills=tuple(skills),
             crashes=crashes or Crashes(),
         )
-        ctx.cost.spent_usd = state.spent_usd  # what the run spent before it was interrupted
+        fold.catch_up()
+        ctx.cost.spent_usd = ctx.state.spent_usd  # what the run spent before it was interrupted
         ctx.crashes.watch(store, run)
         _allow_open_files(16 * settings.fleet.workers + 256)
-        now = resumable(settings, models)
         pending: list[Candidate] = []
         resuming: dict[str, AttemptView] = {}
-        if started is None:
-            ctx.record(
-                FleetStarted(
-                    tasks=[t.id for t in plan.tasks],
-                    plan=plan.model_dump(mode="json"),
-                    repo=str(source),
-                    base=base,
-                    heldout_root=str(held),
-                    workers=settings.fleet.workers,
-                    test_command=settings.commands.test,
-                    max_cost_usd=settings.fleet.max_cost_usd,
-                    model=models.worker.name,
-                    integration=str(integration.path),
-                    sandbox=ctx.runner.describe(),
-                    mark=mark,
-                    settings=now,
-                    pid=os.getpid(),
-                    host=socket.gethostname(),
-                )
-            )
-        else:
+        if not fresh:
             before = state.settings
             marks = [started.mark, *(r.mark for r in state.resumed)]
             killed = [pid for old in marks if old for pid in kill_marked(old)]

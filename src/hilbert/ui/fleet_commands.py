@@ -222,11 +222,12 @@ async def resume_command(
     if not settings.db_path.exists():
         raise UserError(f"no event log at {settings.db_path}", hint="start a run first, or pass --db")
     with EventStore.open(settings.db_path) as store:
-        if run is None:
-            candidates = interrupted_runs(store, repo)
+        if run is None:  # the latest on this repository (any, when not in one)
+            here = repo if repo is not None and _is_repo(repo) else None
+            candidates = interrupted_runs(store, here)
             if not candidates:
                 raise UserError(
-                    f"no interrupted run on {repo or 'any repository'} in {settings.db_path}",
+                    f"no interrupted run on {here or 'any repository'} in {settings.db_path}",
                     hint="`hilbert status --run RUN` shows a run; name one with --resume RUN",
                 )
             if len(candidates) > 1:
@@ -306,7 +307,10 @@ async def _drive(
                     crashes=crashes,
                 )
         except asyncio.CancelledError:
-            echo(f"\ninterrupted: in-flight work is kept. Resume it with: hilbert run --resume {run}")
+            if Fold(store, run).catch_up().started is None:
+                echo("\ninterrupted before the run started: nothing to resume")
+            else:
+                echo(f"\ninterrupted: in-flight work is kept. Resume it with: hilbert run --resume {run}")
             raise
         left = pending_lines(store, run, ended=True)
     done = sum(state.status == "done" for state in result.states.values())
@@ -323,8 +327,12 @@ async def _drive(
     return result
 
 
+def _is_repo(repo: Path) -> bool:
+    return (repo / ".git").exists() or (repo / "HEAD").exists()
+
+
 def _require_repo(repo: Path) -> None:
-    if not (repo / ".git").exists() and not (repo / "HEAD").exists():
+    if not _is_repo(repo):
         raise UserError(f"{repo} is not a git repository", hint="point --repo at a git checkout")
 
 
