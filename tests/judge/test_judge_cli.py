@@ -137,7 +137,9 @@ def test_hook_stop_blocks_with_the_gates_reasons_then_lets_the_fixed_work_stop(t
     assert git(repo, "status", "--porcelain") == "M tests/test_ops.py"  # nothing of the agent's was touched
     assert git(repo, "rev-parse", "HEAD") == base
 
-    git(repo, "checkout", "--", "tests/test_ops.py")
+    hint = answer["reason"].split("as the task's start had them, run `", 1)[1].rsplit("`.", 1)[0]
+    subprocess.run(["bash", "-c", hint], cwd=repo / "calc", check=True)  # as the agent would, where it is
+    assert git(repo, "diff", base, "--", "tests") == ""
     (repo / "calc/ops.py").write_text((repo / "calc/ops.py").read_text().replace("x + factor", "x * factor"))
     again = hook_stop(gate, event, cwd=tmp_path, again=True)
     assert again.returncode == 0 and again.stdout == "" and "the gate passed" in again.stderr

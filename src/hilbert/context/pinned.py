@@ -2,7 +2,7 @@
 
 Pinned (`is_pinned`), never masked by any strategy: the system prompt and the task (the first two
 messages, which no strategy drops either), the messages the harness wrote for compaction (the pinned
-state itself, a summary), and the stop gate's feedback (`hilbert.fleet.stop_gate.FEEDBACK` /
+state itself, a summary), and the stop gate's feedback (`hilbert.judge.rounds.FEEDBACK` /
 `PANEL_FEEDBACK`: the judge's word on why the task is not done yet). A cut drops whole turns, a
 feedback message with its turn; the latest feedback, the unresolved one, is restated whole in the
 pinned state after every cut, so it is never compacted away (earlier ones were answered by a later
@@ -30,7 +30,7 @@ from hilbert.models.types import Message
 
 PINNED_MARK = "[hilbert harness: your task state, restated after earlier turns were compacted]"
 SUMMARY_MARK = "[hilbert harness: summary of earlier turns, which were compacted]"
-# the first words of the stop gate's messages (hilbert.fleet.stop_gate.FEEDBACK, PANEL_FEEDBACK; a test
+# the first words of the stop gate's messages (hilbert.judge.rounds.FEEDBACK, PANEL_FEEDBACK; a test
 # checks they still match)
 FEEDBACK_PREFIXES = (
     "The harness committed your work (",

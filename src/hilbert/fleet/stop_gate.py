@@ -12,7 +12,10 @@ one. Each step is a `gate_step` event as it finishes, the decision a `gate_verdi
   times; then the attempt is halted, for the scheduler to retry or the lead to decide;
 - impossible (the judge model's word, or its veto after failed checks): halted with the cause
   `impossible`, which the fleet hands to the lead at once.
-Every halt carries its cause as data (`hilbert.agent.policies.Cause`).
+Every halt carries its cause as data (`hilbert.agent.policies.Cause`). The round's decision and what the
+worker is told — the reasons, the failing output (never the held-out tests'), the command that puts
+protected files back from copies in its workspace — are `hilbert.judge.rounds`', shared with
+`hilbert hook stop`.
 
 With a review panel (`Panel`: reviewers of distinct families and when to ask them), a change the gate
 passed is reviewed before it becomes a candidate (`panel_reviewed` event, or `panel_skipped` when its
@@ -24,8 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import shlex
+import functools
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,37 +42,16 @@ from hilbert.fleet.plan import Task
 from hilbert.judge.change import Allowances, change_between
 from hilbert.judge.gate import GateResult, Step, decide, run_gate
 from hilbert.judge.panel import PanelPolicy, PanelResult, Reviewer, review
+from hilbert.judge.rounds import FEEDBACK as FEEDBACK  # re-exported: where the fleet's readers look
+from hilbert.judge.rounds import IMPOSSIBLE as IMPOSSIBLE
+from hilbert.judge.rounds import PANEL_FEEDBACK as PANEL_FEEDBACK
+from hilbert.judge.rounds import Halted, Originals, SendBack, decide_round
 from hilbert.models.types import Message, Model
-from hilbert.security.envelope import defang
 from hilbert.workspaces import Checkout, Workspaces
 from hilbert.workspaces.git import Git
 
 Record = Callable[[FleetEvent], object]
-IMPOSSIBLE = "the judge says the task is impossible"
-OUTPUT_CHARS = 3000
-FEEDBACK = (
-    "The harness committed your work ({commit}) and ran its stop gate on a clean checkout of that "
-    "commit. The task is not done:\n{reasons}\n{output}\n"
-    "Fix the cause in your workspace — the code, not the tests — run `{verify}` yourself, then call "
-    "finish again.{restore}"
-)
-# findings about files the task's start had right (tests, their configuration, CI): put back, not fixed
-RESTORABLE = frozenset(
-    {
-        "tests_changed",
-        "tests_deleted_or_emptied",
-        "skip_markers_added",
-        "test_config_changed",
-        "verify_or_ci_changed",
-        "assertions_weakened",
-    }
-)
-FINDING = re.compile(r"^\[(\w+)\] (.+?)(?::\d+)?: ")
-PANEL_FEEDBACK = (
-    "The checks passed on your commit ({commit}), but the review panel (reviewers on other model "
-    "families, each on their own) agreed on blocking problems:\n{reasons}\n\n"
-    "Fix them in your workspace, run `{verify}` yourself, then call finish again."
-)
+OUTPUT_CHARS = 3000  # of a step's output in its `gate_step` event
 
 
 @dataclass(frozen=True)
@@ -143,23 +124,23 @@ class StopGate(Policy):
                 panel=reviewed.summary() if reviewed and sent_back else None,
             )
         )
-        if verdict == "done":
-            return ()
-        if reviewed is not None and sent_back:
-            if self.rounds >= self.max_rounds:
-                why = f"the review panel still sends it back after {self.rounds} rounds"
-                return [Halt(why, "panel_refused")]
-            reasons = "\n".join(f"- {reason}" for reason in reviewed.reasons)
-            text = PANEL_FEEDBACK.format(commit=commit[:12], reasons=defang(reasons), verify=self.task.verify)
-            return [Resume(Message("user", text))]
-        because = "; ".join(result.reasons)
-        if result.verdict == "impossible":
-            return [Halt(f"{IMPOSSIBLE}: {because}", "impossible")]
-        if self.rounds >= self.max_rounds:
-            return [
-                Halt(f"the stop gate still refuses after {self.rounds} rounds: {because}", "gate_refused")
-            ]
-        return [Resume(Message("user", self.feedback(commit, result, await self.restore_hint(result))))]
+        decision = await decide_round(
+            self.rounds,
+            self.max_rounds,
+            result,
+            reviewed,
+            commit=commit,
+            verify=self.task.verify,
+            originals=Originals(
+                read=functools.partial(original, self.git, self.checkout.git_dir, self.checkout.base),
+                copy=functools.partial(copy_in, self.checkout.work_tree),
+            ),
+        )
+        if isinstance(decision, SendBack):
+            return [Resume(Message("user", decision.text))]
+        if isinstance(decision, Halted):
+            return [Halt(decision.reason, decision.cause)]
+        return ()
 
     async def gate(self, commit: str, stop: Stop) -> GateResult:
         scratch = self.scratch / f"{self.checkout.worker_id}-gate-{self.rounds}"
@@ -231,43 +212,6 @@ class StopGate(Policy):
             "commit": commit,
             "round": self.rounds,
         }
-
-    async def restore_hint(self, result: GateResult) -> str:
-        """The command that puts back the protected files the integrity checks found changed, as the
-        task's start had them (added ones removed), or "". The originals are copied into the workspace
-        (`hilbert.fleet.originals`): a worker's commands have no git of their own."""
-        found = (FINDING.match(f) for step in result.steps if step.name == "integrity" for f in step.findings)
-        paths = sorted({m.group(2) for m in found if m and m.group(1) in RESTORABLE})
-        kept = {p: await original(self.git, self.checkout.git_dir, self.checkout.base, p) for p in paths}
-        existed = {path: data for path, data in kept.items() if data is not None}
-        added = [path for path, data in kept.items() if data is None]
-        folder = copy_in(self.checkout.work_tree, existed) if existed else ""
-        if folder is None:
-            return ""
-        quote = shlex.quote
-        commands = [
-            f"mkdir -p {quote(str(Path(p).parent))} && cp {quote(f'{folder}/{p}')} {quote(p)}"
-            for p in existed
-        ]
-        commands += [f"rm -f -- {shlex.join(added)}"] if added else []
-        if not commands:
-            return ""
-        return (
-            f"\nTo put the protected files back as the task's start had them, run `{' && '.join(commands)}`."
-        )
-
-    def feedback(self, commit: str, result: GateResult, restore: str = "") -> str:
-        # the held-out tests' output would hand the worker their inputs and expected values
-        failed = next((s for s in result.steps if not s.passed and s.output and s.name != "heldout"), None)
-        output = f"\nOutput of the {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
-        reasons = "\n".join(f"- {reason}" for reason in result.reasons)
-        return FEEDBACK.format(  # the reasons and the output quote the worker's code: untrusted text
-            commit=commit[:12],
-            reasons=defang(reasons),
-            output=defang(output),
-            verify=self.task.verify,
-            restore=restore,
-        )
 
 
 def _task_text(task: Task) -> str:

@@ -16,7 +16,9 @@ Whenever the agent stops, the hook reads the protocol's JSON on stdin (`session_
 `stop_hook_active`), snapshots the work tree as a commit without moving any ref (a private index: the
 agent's branch, index and files are untouched; the person's own ignore rules apply, so an ignored
 `.env` stays out), runs the gate on base → snapshot, and answers `{"decision": "block", "reason": ...}`
-with the gate's reasons, or nothing to let it stop.
+with the gate's reasons, or nothing to let it stop. The reason is worded as the fleet's workers are told
+(`hilbert.judge.rounds`): the reasons, the failing step's output (never the held-out tests'), and the
+`git checkout BASE -- ...` that puts back protected files (tests, their configuration) it changed.
 
 Per session, a state file beside the gate file (locked while read and written) keeps the round count
 and the base: without `base:` in the gate file, the base is the HEAD at the session's first stop, kept
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import tempfile
@@ -50,15 +53,11 @@ from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.judge.change import Allowances
 from hilbert.judge.gate import GateResult, Step, run_gate
+from hilbert.judge.rounds import BLOCK, Done, Halted, Originals, decide_round
 from hilbert.models.types import Model
 from hilbert.workspaces.git import Git
 
 GATE_HINT = "a gate file is YAML or JSON with at least `verify: COMMAND` (see `hilbert hook stop --help`)"
-BLOCK = (
-    "hilbert's stop gate checked your work ({commit}) and it is not done yet:\n{reasons}\n\n"
-    "Fix this in the workspace, run `{verify}` yourself, then stop again. Do not edit, skip or delete "
-    "the existing tests to get there."
-)
 
 
 @dataclass(frozen=True)
@@ -219,18 +218,26 @@ async def stop_hook(
         task=spec.task,
         on_step=on_step,
     )
-    if result.verdict != "not_done":
+    # the hook's max_rounds counts blocks: the stop after the last one is let through ungated (above),
+    # so in the shared decision that is the round that would halt
+    decision = await decide_round(
+        used + 1,
+        spec.max_rounds + 1,
+        result,
+        commit=head,
+        verify=spec.verify,
+        template=BLOCK,
+        originals=Originals(read=functools.partial(_original, git, top, base), base=base, root=str(top)),
+    )
+    if isinstance(decision, Done | Halted):  # passed, or impossible: the agent may stop
         with _sessions(rounds_file) as sessions:
             sessions.pop(hook.session_id, None)
-        if result.verdict == "impossible":
-            return HookAnswer(
-                None, result, "the judge says the task is impossible: " + "; ".join(result.reasons)
-            )
-        return HookAnswer(None, result, "the gate passed; stop allowed")
-    reasons = "\n".join(f"- {reason}" for reason in result.reasons) + _failed_output(result.steps)
-    reason = BLOCK.format(commit=head[:12], reasons=reasons, verify=spec.verify)
+        note = decision.reason if isinstance(decision, Halted) else "the gate passed; stop allowed"
+        return HookAnswer(None, result, note)
     return HookAnswer(
-        {"decision": "block", "reason": reason}, result, f"sent back (round {used + 1} of {spec.max_rounds})"
+        {"decision": "block", "reason": decision.text},
+        result,
+        f"sent back (round {used + 1} of {spec.max_rounds})",
     )
 
 
@@ -241,9 +248,10 @@ def _count(entry: Mapping[str, Any] | None) -> int:
         return 0
 
 
-def _failed_output(steps: tuple[Step, ...]) -> str:
-    failed = next((s for s in steps if not s.passed and s.output and s.name != "heldout"), None)  # no leak
-    return f"\n\nOutput of the failed {failed.name} step:\n{failed.output[-1500:]}" if failed else ""
+async def _original(git: Git, top: Path, base: str, path: str) -> bytes | None:
+    """The bytes of `path` at `base`, None where the base did not have it (for the restore hint)."""
+    found = await git.run("cat-file", "blob", f"{base}:{path}", cwd=top, check=False)
+    return found.raw if found.returncode == 0 else None
 
 
 @contextlib.contextmanager
