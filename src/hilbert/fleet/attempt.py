@@ -157,6 +157,9 @@ class Attempts:
         def resumed_as(how: str, why: str) -> None:
             ctx.record(AttemptResumed(task=task.id, worker=name.display, how=how, why=why))
 
+        if not await self.usable(checkout):  # nothing to go on with: the attempt counts as failed
+            resumed_as("restarted", "its workspace is gone; the task gets a fresh attempt")
+            return AttemptOutcome("error", "", "its workspace was gone when the run resumed")
         if resumed.accepted is not None:
             resumed_as("fetch", "the stop gate had accepted its commit; it goes to the merge queue")
             return AttemptOutcome("finished", "", "accepted before the run was interrupted")

@@ -19,3 +19,8 @@ class Step:
     summary: str
     findings: tuple[str, ...] = ()
     output: str = ""
+
+
+WITHHELD = frozenset({"heldout"})
+"""Steps whose output no model sees — not the worker's, not the judge's: the held-out tests' output would
+hand over their inputs and expected values."""

@@ -27,13 +27,13 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from hilbert.agent.policies import Cause
+from hilbert.judge.evidence import WITHHELD
 from hilbert.judge.gate import GateResult, Step
 from hilbert.judge.panel import PanelResult
 from hilbert.security.envelope import defang
 
 IMPOSSIBLE = "the judge says the task is impossible"
 OUTPUT_CHARS = 3000  # the tail of the failing step's output a worker is shown
-WITHHELD = frozenset({"heldout"})  # steps whose output a worker never sees
 FEEDBACK = (  # the fleet's worker (its first words mark it as feedback: `hilbert.context.pinned`)
     "The harness committed your work ({commit}) and ran its stop gate on a clean checkout of that "
     "commit. The task is not done:\n{reasons}\n{output}\n"

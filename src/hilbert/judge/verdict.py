@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hilbert.judge.change import Change, FileChange
-from hilbert.judge.evidence import Step
+from hilbert.judge.evidence import WITHHELD, Step
 from hilbert.judge.untrusted import UNTRUSTED_RULES, ask_json, fence, new_nonce
 from hilbert.models.types import Message, Model, Usage
 
@@ -109,7 +109,7 @@ def judge_prompt(brief: JudgeBrief, nonce: str, diff_budget: int) -> str:
         lines += ["", fence("\n".join(findings), "findings of the harness's checks", nonce)]
     for step in brief.evidence:
         # never the held-out tests' output: the judge's reasons go back to the worker
-        if step.output and not step.passed and step.name != "heldout":
+        if step.output and not step.passed and step.name not in WITHHELD:
             lines += ["", fence(step.output[-OUTPUT_CHARS:], f"output of the {step.name} step", nonce)]
     lines += ["", "# The agent's claim", fence(brief.claim.strip() or "(no claim)", "claim", nonce)]
     lines += ["", "# The change", fence(render_diff(brief.change, diff_budget), "diff", nonce)]
