@@ -11,6 +11,8 @@ import pytest
 
 from cli_support import run_cli
 from hilbert.commands import command_env
+from hilbert.fleet.names import to_id
+from hilbert.store import EventStore
 from hilbert.testing.fake_server.process import start_process
 
 CLI_FAKE_SERVER = ("-m", "hilbert.ui.cli", "fake-server")  # the CLI also knows hilbert.sim's responders
@@ -106,6 +108,23 @@ def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_gr
     assert "Ramanujan finished after" in out and ": 30 (expected 30)" in out
     status = hilbert("status", "--db", "run/hilbert.db", cwd=tmp_path)
     assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= 24, status.stderr
+    # status (the fold) agrees with what the driver did: for each merged task, the one worker whose
+    # candidate the queue merged is `done`; a worker whose candidate was sent back by the merge queue
+    # (a conflict, red checks) is `sent back`, even when a later worker finished the same task
+    with EventStore.open(tmp_path / "run" / "hilbert.db") as store:
+        run = next(r for r in store.runs() if r.startswith("demo-fleet-"))
+        harness = store.events(run=run, agent="harness")
+    merged_by = {e.data["ref"].rsplit("/", 1)[-1] for e in harness if e.kind == "merged"}
+    sent_back = {
+        e.data["ref"].rsplit("/", 1)[-1] for e in harness if e.kind in ("merge_conflict", "merge_rejected")
+    }
+    shown = {
+        to_id(line[:14].strip()): line[22:32].strip()
+        for line in status.stdout.splitlines()
+        if line[:1] != " "
+    }
+    assert len(merged_by) == 24 and all(shown[worker] == "done" for worker in merged_by), status.stdout
+    assert all(shown[worker] == "sent back" for worker in sent_back), status.stdout
 
 
 def test_single_demo_fixes_the_project_and_verifies_it_independently(tmp_path: Path) -> None:
