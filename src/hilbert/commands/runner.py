@@ -14,7 +14,10 @@ stop gate's verify, integrity and held-out runs, the merge checks and the Stop h
   policy first (`hilbert.security.policy.check_shell`); a refusal is returned, nothing runs. The
   person's own commands (the project's test command) and the plan's verify commands are not screened
   — the sandbox still holds them.
-- **Environment.** `command_env`: the given one without keys, tokens, agent sockets and `GIT_*`.
+- **Environment.** `command_env`: the given one without keys, tokens, agent sockets and `GIT_*`;
+  every command also carries the run's `mark` (`HILBERT_RUN_MARK`, `hilbert.commands.leftovers`), which
+  everything it starts inherits, so a later process can kill what a dead run left running
+  (`kill_marked`). A fresh token by default; `marked(token)` gives the run's own.
 - **Timeouts.** Each call names its `Timeout` — seconds and the setting that gave them, so a command
   that ran past it says which setting to raise (`[hilbert: … timed out after 600 s (timeouts.verify_s)]`).
   `on_wait` hears every `progress_s` seconds that a long command is still running.
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hilbert.commands.leftovers import marking, new_mark
 from hilbert.commands.process import Limits, Output, run_process
 from hilbert.security.policy import check_shell
 from hilbert.security.redact import looks_secret
@@ -205,14 +209,22 @@ class Runner:
     slots: Slots | None = field(
         default_factory=lambda: Slots(os.cpu_count() or 1), compare=False
     )  # None: none
+    mark: str = field(default_factory=new_mark)  # every command's HILBERT_RUN_MARK: see `marked`
 
     def __post_init__(self) -> None:  # whatever it was given, no secret reaches a command
         object.__setattr__(self, "env", command_env(self.env))
+        if not self.mark or "," in self.mark:
+            raise ValueError(f"a run's mark is a token without commas, not {self.mark!r}")
 
     @classmethod
     def unsandboxed(cls, env: Mapping[str, str] | None = None, **options: Any) -> Runner:
         """A runner without a sandbox, by name: commands can touch anything the person can."""
         return cls(Sandbox("unsandboxed"), os.environ if env is None else env, **options)
+
+    def marked(self, mark: str) -> Runner:
+        """This runner with the run's own `mark` (stored in its log): after the run dies, a later
+        process kills what its commands left running with `hilbert.commands.leftovers.kill_marked`."""
+        return dataclasses.replace(self, mark=mark)
 
     def hiding(self, *folders: Path) -> Runner:
         """This runner with `folders` hidden from its commands too."""
@@ -250,7 +262,7 @@ class Runner:
                 code = await run_process(
                     argv,
                     cwd=cwd,
-                    env=self.env,
+                    env=marking(self.env, self.mark),
                     timeout_s=timeout.seconds,
                     stdout=output.add,
                     limits=self.limits,

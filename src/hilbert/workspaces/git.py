@@ -9,7 +9,9 @@ worker or the person's machine wrote can steer:
   `HOME=<harness folder>` are set, so only the repository's own config and the flags below apply;
 - `-c core.hooksPath=/dev/null` so no hook in any repository ever runs, `-c core.fsmonitor=false` so no
   configured monitor command runs, `-c gc.auto=0` / `maintenance.auto=false` so nothing repacks behind
-  our back, and a fixed identity (`hilbert <hilbert@localhost>`) with signing off.
+  our back, and a fixed identity (`hilbert <hilbert@localhost>`) with signing off;
+- with `mark=` the run's mark (`hilbert.commands.leftovers`: `HILBERT_RUN_MARK=TOKEN:git`), so that after
+  the run dies a later process finds a git it left running (and gives it time to end by itself).
 
 A failure becomes `hilbert.errors.RunError` whose message holds git's stderr on one line. Callers that
 expect a non-zero exit as an answer (`merge-base --is-ancestor`, `diff --quiet`) pass `check=False`.
@@ -24,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hilbert.commands.leftovers import marking
 from hilbert.commands.process import run_process
 from hilbert.errors import RunError
 
@@ -55,12 +58,14 @@ class Git:
     """Runs git for the harness; `home` is a harness-owned folder used as `HOME`. At most
     `processes` git processes of one runner run at once (a fleet of 1,024 workers provisioning together
     would otherwise run out of file descriptors: each process holds three pipes and a waiter). The
-    limit is an asyncio semaphore: use one runner within one event loop."""
+    limit is an asyncio semaphore: use one runner within one event loop. `mark`: the run's mark (the
+    `Runner`'s), carried by every git process; "" for none."""
 
     home: Path
     processes: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(max(32, 4 * (os.cpu_count() or 1))), compare=False
     )
+    mark: str = ""
 
     def environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
@@ -71,7 +76,7 @@ class Git:
             HOME=str(self.home),
             LC_ALL="C",
         )
-        return env
+        return marking(env, self.mark, harness_git=True) if self.mark else env
 
     async def run(
         self,

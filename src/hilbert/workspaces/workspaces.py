@@ -74,7 +74,7 @@ class Workspaces:
     worker). `self.strategy` is the one in use now; `self.fallback_reason` is None, or why a "snapshot"
     object switched to "clone"."""
 
-    def __init__(self, root: Path, repo: Path, strategy: str = "snapshot") -> None:
+    def __init__(self, root: Path, repo: Path, strategy: str = "snapshot", *, mark: str = "") -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(
                 f"unknown workspace strategy {strategy!r}",
@@ -83,7 +83,7 @@ class Workspaces:
             )
         self.root = Path(root).absolute()
         self.repo = Path(repo).absolute()
-        self.git = Git(home=self.root / "home")
+        self.git = Git(home=self.root / "home", mark=mark)  # the run's mark: `hilbert.commands.leftovers`
         self.strategy = strategy
         self.fallback_reason: str | None = None
         self._snapshots = Snapshots(self.git, self.repo, self.root / "objects")
