@@ -19,7 +19,7 @@ from typing import Any
 
 from openai import OpenAI
 
-BASH = {
+BASH: Any = {
     "type": "function",
     "function": {
         "name": "bash",
@@ -68,7 +68,9 @@ def main() -> None:
     for turns in range(1, 200):
         reply = client.chat.completions.create(model=grant["model"], messages=messages, tools=[BASH])
         message = reply.choices[0].message
-        used = {"input_tokens": reply.usage.prompt_tokens, "output_tokens": reply.usage.completion_tokens}
+        counted = reply.usage
+        used = {"input_tokens": counted.prompt_tokens if counted else 0,
+                "output_tokens": counted.completion_tokens if counted else 0}  # fmt: skip
         usage = {k: usage[k] + used[k] for k in usage}
         say(event="model_call", data={"turn": turns, "usage": used})
         calls = message.tool_calls or []
@@ -83,7 +85,7 @@ def main() -> None:
             status, text = "finished", message.content or ""
             break
         for call in calls:
-            command = json.loads(call.function.arguments)["command"]
+            command = json.loads(getattr(call, "function").arguments)["command"]  # noqa: B009
             done = subprocess.run(["bash", "-c", command], cwd=work, capture_output=True, text=True)
             output = (
                 f"<returncode>{done.returncode}</returncode>\n<output>\n{done.stdout}{done.stderr}</output>"
