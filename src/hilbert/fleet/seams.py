@@ -20,11 +20,11 @@ stop gate judges its stop; a `Resume` runs it again with the feedback, a `Halt` 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from hilbert.agent.policies import AgentResult, LoopState, Stop
+from hilbert.agent.policies import AgentResult, Halt, LoopState, Resume, Stop
 from hilbert.fleet.plan import Task
 from hilbert.models.gateway import ModelGateway
 from hilbert.models.types import Message, Model, Usage
@@ -158,11 +158,11 @@ async def gated(
         usage = result.usage if usage is None else usage + result.usage
         total = replace(result, turns=turns, usage=usage, cost_usd=cost)
         stop = Stop(result.status, result.reason, result.claim, result.evidence, result.cause)
-        actions: Sequence[Any] = await gate.on_stop(LoopState("", spec.worker, spec.prompt, []), stop)
-        halt = next((a for a in actions if a.kind == "halt"), None)
+        actions = await gate.on_stop(LoopState("", spec.worker, spec.prompt, []), stop)
+        halt = next((a for a in actions if isinstance(a, Halt)), None)
         if halt is not None:
             return replace(total, status="halted", reason=halt.reason, cause=halt.cause)
-        resume = next((a for a in actions if a.kind == "resume"), None)
+        resume = next((a for a in actions if isinstance(a, Resume)), None)
         if resume is None:
             return total
         sent_back(resume.message)
