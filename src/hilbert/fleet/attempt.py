@@ -2,6 +2,11 @@
 cost pool, inbox, reminders, the stop gate) and hilbert's agent loop — restarted from its workspace
 and the log when it crashes or hangs, and resumed the same way when the run's process died.
 
+`Attempts` is the local asyncio `Runtime` (`fleet.seams`); `HilbertLoop` is hilbert's `Worker`, the
+stop gate its `on_stop` policy. Given an `External` worker instead, each attempt runs it gated when it
+exits (`fleet.seams.run_external`). `stop_gate`, `spec_for`, `landed` and `close` are the steps of an
+attempt another runtime reuses.
+
 `Attempts.run` returns a typed `AttemptOutcome`; the candidate it names was taken from the attempt's
 last `gate_verdict` in the fold (the event carries the commit) and fetched into the integration
 repository. The runtime handles of running attempts (their loop tasks, liveness watches, restart
@@ -12,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hilbert.agent.loop import run_agent
-from hilbert.agent.policies import AgentResult, CostLimit, SharedCostLimit, Stop, TurnLimit
+from hilbert.agent.policies import AgentResult, CostLimit, Policy, SharedCostLimit, Stop, TurnLimit
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools
 from hilbert.context.policy import compaction_for
@@ -28,11 +33,12 @@ from hilbert.fleet.messages import MessageTools
 from hilbert.fleet.names import Name
 from hilbert.fleet.outcomes import AttemptOutcome
 from hilbert.fleet.plan import Budget, Task
+from hilbert.fleet.seams import Emit, External, Grant, ModelGrant, TaskSpec, run_external
 from hilbert.fleet.state import AttemptView
 from hilbert.fleet.stop_gate import StopGate
 from hilbert.models.types import Message
 from hilbert.security.envelope import ENVELOPE_RULES, defang
-from hilbert.store import rebuild_conversation
+from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout
 
 WORKER_TASK = """Task {id}: {title}
@@ -46,8 +52,11 @@ Do not edit or skip tests. Finish with the command's output as evidence.
 class Attempts:
     """Runs attempts for the driver; `interrupted` (Ctrl-C) keeps every workspace for a resume."""
 
-    def __init__(self, ctx: RunContext, roster: Callable[[], list[Name]]) -> None:
+    def __init__(
+        self, ctx: RunContext, roster: Callable[[], list[Name]], external: External | None = None
+    ) -> None:
         self.ctx, self.roster = ctx, roster  # roster: the workers running now
+        self.external = external  # None: hilbert's loop
         self.watches: dict[str, Watch] = {}  # running task -> what liveness knows of its worker
         self.loops: dict[str, asyncio.Task[AgentResult]] = {}  # running task -> its agent loop
         self.restart_wanted: set[str] = set()  # tasks whose hung worker liveness cancelled
@@ -75,55 +84,28 @@ class Attempts:
                 f"hilbert/{name.id}",
                 resumed.base,
             )
-        ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
         outcome = AttemptOutcome("error", "", "the attempt did not end")
         try:
-            outcome = await self.work(task, name, checkout, resumed)
-            if outcome.status in ("finished", "no_finish") and self.accepted(name) is not None:
-                await ctx.workspaces.fetch_into(checkout, ctx.integration, ref)
-                outcome = AttemptOutcome(outcome.status, outcome.cause, outcome.reason, ref)
-            ctx.record(
-                TaskAttempted(
-                    task=task.id,
-                    worker=name.display,
-                    status=outcome.status,
-                    cause=outcome.cause,
-                    reason=outcome.reason,
-                    candidate=outcome.candidate,
-                )
-            )
+            outcome = await landed(ctx, task, name, checkout, await self.work(task, name, checkout, resumed))
         finally:
-            if not self.interrupted and checkout.work_tree.exists():
-                kept = await asyncio.shield(
-                    ctx.workspaces.archive_or_remove(checkout, ctx.integration, outcome.candidate)
-                )
-                ctx.record(WorkspaceClosed(worker=checkout.worker_id, message=kept))
+            if not self.interrupted:
+                await close(ctx, checkout, outcome)
         return outcome
-
-    def accepted(self, name: Name) -> str | None:
-        attempt = self.ctx.state.attempts.get(name.display)
-        return attempt.accepted if attempt else None
 
     async def work(
         self, task: Task, name: Name, checkout: Checkout, resumed: AttemptView | None
     ) -> AttemptOutcome:
         ctx = self.ctx
-        gate = StopGate(
-            task,
-            ctx.workspaces,
-            checkout,
-            ctx.record,
-            git=ctx.git,
-            scratch=ctx.root / "gate",
-            runner=ctx.runner,
-            judge=ctx.models.judge,
-            heldout=ctx.heldout.get(task.id),
-            panel=ctx.models.panel,
-            cost=ctx.cost,
-            max_rounds=ctx.settings.gate.rounds,
-            gate_timeout_s=ctx.settings.timeouts.gate_s,
-            rounds=resumed.rounds if resumed else 0,
-        )
+        gate = stop_gate(ctx, task, checkout, rounds=resumed.rounds if resumed else 0)
+        if self.external is not None:  # not hilbert's loop: gated when it exits
+            if resumed is not None and resumed.accepted is not None:
+                return AttemptOutcome("finished", "", "accepted before the run was interrupted")
+            if resumed is not None:  # its conversation is its own: it runs again in its workspace
+                why = "an external worker runs again in its workspace"
+                ctx.record(AttemptResumed(task=task.id, worker=name.display, how="restarted", why=why))
+            external, spec = self.external, spec_for(ctx, task, name)
+            result = await run_external(ctx, external, gate, spec, checkout, external.worker)
+            return AttemptOutcome(result.status, result.cause, result.reason)
         inbox = Inbox(ctx.store, ctx.run, name.display, key=ctx.key)  # one for all runs of the attempt
         tools: Tools = MessageTools(
             ToolBox(checkout.work_tree, runner=ctx.runner),
@@ -143,7 +125,7 @@ class Attempts:
             if isinstance(resumed_from, AttemptOutcome):
                 return resumed_from
             history = resumed_from
-        result = await self.loop(task, name, self.prompt(task), tools, gate, checkout, inbox, history)
+        result = await self.loop(task, name, spec_for(ctx, task, name), tools, gate, checkout, inbox, history)
         return AttemptOutcome(result.status, result.cause, result.reason)
 
     async def resume_point(
@@ -184,30 +166,11 @@ class Attempts:
                 return [*history, action.message]
         return AttemptOutcome(stop.status, "", "accepted by the stop gate run again at resume")
 
-    def prompt(self, task: Task) -> str:
-        state = self.ctx.state
-        claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
-        prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
-            id=task.id,
-            title=defang(task.title),
-            description=defang(task.description or task.title),
-            verify=defang(task.verify),
-            claims=defang(claims),
-            messages=ENVELOPE_RULES,
-        )
-        for skill in self.ctx.skills:
-            prompt += f"\n\nSkill `{skill.name}` ({defang(skill.description)}):\n{defang(skill.body)}"
-        if task.id in state.feedback:
-            prompt += f"\n\nAn earlier attempt at this task did not land:\n{defang(state.feedback[task.id])}"
-        for note in state.notes.get(task.id, []):
-            prompt += f"\n\nThe lead's note: {defang(note)}"
-        return prompt
-
     async def loop(
         self,
         task: Task,
         name: Name,
-        prompt: str,
+        spec: TaskSpec,
         tools: Tools,
         gate: StopGate,
         checkout: Checkout,
@@ -223,28 +186,23 @@ class Attempts:
             spend = SharedCostLimit(ctx.cost)
             used = ctx.state.agents[name.display].turns if name.display in ctx.state.agents else 0
             self.watches[task.id] = Watch(name.display, task.id, time.time(), busy=lambda: gate.judging)
+            worker = HilbertLoop(
+                ctx.run,
+                ctx.store,
+                tools,
+                history,
+                policies=[
+                    TurnLimit(max(0, (budget.turns or ctx.settings.budgets.max_turns) - used)),
+                    *([CostLimit(budget.usd)] if budget.usd else []),
+                    spend,
+                    inbox,
+                    Reminders(task.verify, acceptance_items(task.description, task.verify)),
+                    compaction_for(ctx.settings.context.strategy, model=ctx.models.worker, store=ctx.store),
+                    gate,
+                ],
+            )
             running = asyncio.create_task(
-                run_agent(
-                    run=ctx.run,
-                    agent=name.display,
-                    task=prompt,
-                    model=ctx.models.worker,
-                    system_prompt=ctx.system_prompt,
-                    toolbox=tools,
-                    store=ctx.store,
-                    history=history,
-                    policies=[
-                        TurnLimit(max(0, (budget.turns or ctx.settings.budgets.max_turns) - used)),
-                        *([CostLimit(budget.usd)] if budget.usd else []),
-                        spend,
-                        inbox,
-                        Reminders(task.verify, acceptance_items(task.description, task.verify)),
-                        compaction_for(
-                            ctx.settings.context.strategy, model=ctx.models.worker, store=ctx.store
-                        ),
-                        gate,
-                    ],
-                )
+                worker.attempt(spec, checkout, ModelGrant(ctx.models.worker), lambda kind, data: None)
             )
             self.loops[task.id] = running
             try:
@@ -305,3 +263,109 @@ def _last_claim(ctx: RunContext, agent: str) -> tuple[str, str] | None:
         return None
     arguments = calls[0].data.get("arguments") or {}
     return str(arguments.get("claim", "")), str(arguments.get("evidence", ""))
+
+
+class HilbertLoop:
+    """hilbert's agent loop as a `Worker`: the harness makes its model calls (a `ModelGrant`), the loop
+    writes its own events (it needs no `emit`), and its policies — the stop gate last — act inside it,
+    so a worker the gate sends back continues its conversation. `history`: the conversation to go on
+    from (rebuilt from the log), else it starts from the spec's prompt."""
+
+    def __init__(
+        self,
+        run: str,
+        store: EventStore,
+        tools: Tools,
+        history: list[Message] | None = None,
+        *,
+        policies: Sequence[Policy] = (),
+    ) -> None:
+        self.run, self.store, self.tools, self.history, self.policies = run, store, tools, history, policies
+
+    async def attempt(self, spec: TaskSpec, checkout: Checkout, grant: Grant, emit: Emit) -> AgentResult:
+        if not isinstance(grant, ModelGrant):
+            raise TypeError("hilbert's loop makes its model calls in the harness: it takes a ModelGrant")
+        return await run_agent(
+            run=self.run,
+            agent=spec.worker,
+            task=spec.prompt,
+            model=grant.model,
+            system_prompt=spec.system_prompt,
+            toolbox=self.tools,
+            store=self.store,
+            history=self.history,
+            policies=self.policies,
+        )
+
+
+def stop_gate(ctx: RunContext, task: Task, checkout: Checkout, *, rounds: int = 0) -> StopGate:
+    """The stop gate of one attempt at `task` whose work is in `checkout` (`rounds` already judged)."""
+    return StopGate(
+        task,
+        ctx.workspaces,
+        checkout,
+        ctx.record,
+        git=ctx.git,
+        scratch=ctx.root / "gate",
+        runner=ctx.runner,
+        judge=ctx.models.judge,
+        heldout=ctx.heldout.get(task.id),
+        panel=ctx.models.panel,
+        cost=ctx.cost,
+        max_rounds=ctx.settings.gate.rounds,
+        gate_timeout_s=ctx.settings.timeouts.gate_s,
+        rounds=rounds,
+    )
+
+
+def spec_for(ctx: RunContext, task: Task, name: Name) -> TaskSpec:
+    """The worker's task spec: its prompt (the task, skills, earlier feedback, the lead's notes)."""
+    state = ctx.state
+    claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
+    prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
+        id=task.id,
+        title=defang(task.title),
+        description=defang(task.description or task.title),
+        verify=defang(task.verify),
+        claims=defang(claims),
+        messages=ENVELOPE_RULES,
+    )
+    for skill in ctx.skills:
+        prompt += f"\n\nSkill `{skill.name}` ({defang(skill.description)}):\n{defang(skill.body)}"
+    if task.id in state.feedback:
+        prompt += f"\n\nAn earlier attempt at this task did not land:\n{defang(state.feedback[task.id])}"
+    for note in state.notes.get(task.id, []):
+        prompt += f"\n\nThe lead's note: {defang(note)}"
+    return TaskSpec(task, name.display, prompt, ctx.system_prompt)
+
+
+async def landed(
+    ctx: RunContext, task: Task, name: Name, checkout: Checkout, outcome: AttemptOutcome
+) -> AttemptOutcome:
+    """The outcome with its candidate: the commit the gate's last verdict accepted, fetched into the
+    integration repository; recorded as `task_attempted`."""
+    attempt = ctx.state.attempts.get(name.display)
+    if outcome.status in ("finished", "no_finish") and attempt is not None and attempt.accepted is not None:
+        ref = f"refs/hilbert/candidates/{task.id}/{name.id}"
+        await ctx.workspaces.fetch_into(checkout, ctx.integration, ref)
+        outcome = AttemptOutcome(outcome.status, outcome.cause, outcome.reason, ref)
+    ctx.record(
+        TaskAttempted(
+            task=task.id,
+            worker=name.display,
+            status=outcome.status,
+            cause=outcome.cause,
+            reason=outcome.reason,
+            candidate=outcome.candidate,
+        )
+    )
+    return outcome
+
+
+async def close(ctx: RunContext, checkout: Checkout, outcome: AttemptOutcome) -> None:
+    """Remove the attempt's workspace when its work is safe in the integration repository, else archive it."""
+    if checkout.work_tree.exists():
+        kept = await asyncio.shield(
+            ctx.workspaces.archive_or_remove(checkout, ctx.integration, outcome.candidate)
+        )
+        ctx.record(WorkspaceClosed(worker=checkout.worker_id, message=kept))

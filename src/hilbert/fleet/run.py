@@ -40,6 +40,7 @@ from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.outcomes import AttemptOutcome, FleetResult, after_attempt, after_merge, failure
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.scheduler import blocked, ready
+from hilbert.fleet.seams import External, Place
 from hilbert.fleet.setup import Opened, open_run
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import merge_statistics
@@ -68,25 +69,28 @@ async def run_fleet(
     skills: Sequence[Skill] = (),
     resume: bool = False,
     crashes: Crashes | None = None,
+    worker: External | None = None,
+    runtime: Place = Attempts,
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do, or with `resume` go
     on with the run the log holds. Without `lead_model` escalated tasks stay escalated; `judge_model`
     gives the stop gate its model verdict, `panel` reviews what it passed; `heldout_root` is the folder
     the plan's `heldout:` paths are relative to. Every command goes through `runner`, the run's folder
-    hidden. `settings` is the run's whole configuration (`hilbert.fleet.setup.open_run`)."""
+    hidden. `settings` is the run's whole configuration (`hilbert.fleet.setup.open_run`). `worker`: an
+    external worker instead of hilbert's loop; `runtime`: what places attempts (`hilbert.fleet.seams`)."""
     models = Models(model, lead_model, judge_model, panel)
     async with open_run(
         plan, repo=repo, root=root, run=run, store=store, settings=settings, runner=runner, models=models,
         heldout_root=heldout_root, skills=skills, resume=resume, crashes=crashes,
     ) as opened:  # fmt: skip
-        return await _Driver(opened).go()
+        return await _Driver(opened, runtime, worker).go()
 
 
 class _Driver:
-    def __init__(self, opened: Opened) -> None:
+    def __init__(self, opened: Opened, runtime: Place, worker: External | None) -> None:
         self.ctx, self.queue, self.resuming = opened.ctx, opened.queue, opened.resuming
         self.names: dict[str, Name] = {}  # running task -> its worker (a handle; the log has it too)
-        self.attempts = Attempts(self.ctx, roster=lambda: list(self.names.values()))
+        self.attempts = runtime(self.ctx, lambda: list(self.names.values()), worker)
         self.lead = Lead(self.ctx, roster=lambda: list(self.names.values()))
         self.running: dict[asyncio.Task[AttemptOutcome], str] = {}
         self.max_attempts = self.ctx.settings.fleet.max_attempts
