@@ -20,11 +20,11 @@ the attempts to resume (task -> its attempt in the fold).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
 import resource
-import secrets
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -34,7 +34,7 @@ from typing import Any
 from hilbert.agent import prompts
 from hilbert.agent.policies import CostPool
 from hilbert.commands import Runner
-from hilbert.commands.leftovers import kill_marked
+from hilbert.commands.leftovers import kill_marked, new_mark
 from hilbert.context.repomap import repository_map
 from hilbert.context.tokens import tokenizer_for
 from hilbert.errors import RunError, UserError
@@ -111,15 +111,18 @@ async def open_run(
             raise UserError(f"run {run} has no fleet to resume", hint="`hilbert runs` lists the runs")
         if not resume and state.started is not None:
             raise RunError(f"run {run} exists already", hint="resume it with --resume")
-        git = Git(home=root / "home")
+        mark = new_mark()  # every command and harness git of this process carries it
+        git = Git(home=root / "home", mark=mark)
         (root / "home").mkdir(parents=True, exist_ok=True)
         started = state.started
+        killed: list[int] = []  # first of all: what the dead orchestrator left running
+        for old in [started.mark, *(r.mark for r in state.resumed)] if started else []:
+            killed += await asyncio.to_thread(kill_marked, old) if old else []
         plan = state.plan if started else plan
         assert plan is not None
         source = Path(started.repo if started else repo or ".").absolute()
         held = Path(heldout_root or Path.cwd()).absolute()
         heldout = _heldout_folders(plan, source, Path(started.heldout_root) if started else held)
-        mark = secrets.token_hex(8)
         marked = runner.hiding(root).marked(mark)
         now = resumable(settings, models)
         if started is None:
@@ -156,7 +159,7 @@ async def open_run(
             runner=marked,
             git=git,
             integration=integration,
-            workspaces=Workspaces(root, integration.path),
+            workspaces=Workspaces(root, integration.path, mark=mark),
             key=MessageKey.for_run(root),
             cost=CostPool(settings.fleet.max_cost_usd),
             system_prompt=await _system_prompt(settings, models, integration, base, git),
@@ -172,8 +175,6 @@ async def open_run(
         resuming: dict[str, AttemptView] = {}
         if not fresh:
             before = state.settings
-            marks = [started.mark, *(r.mark for r in state.resumed)]
-            killed = [pid for old in marks if old for pid in kill_marked(old)]
             changed = {k: [before.get(k), v] for k, v in now.items() if before.get(k) != v}
             ctx.record(
                 FleetResumed(
