@@ -204,8 +204,6 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
 
 
 def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
-    import time
-
     from hilbert.store import EventStore
 
     db = tmp_path / "log.db"
@@ -225,11 +223,17 @@ def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
         text=True,
         env=env,
     )
-    time.sleep(3.5)
+    assert watching.stdout is not None
+    seen: list[str] = []
+    while sum(line.startswith("Noether") for line in seen) < 2:  # it refreshed a run that is going
+        line = watching.stdout.readline()
+        assert line, watching.communicate(timeout=20)  # it stopped watching before the run ended
+        seen.append(line)
     assert watching.poll() is None  # still watching a run that is going
     with EventStore.open(db) as store:
         store.append("r1", "harness", "fleet_finished", {"states": {"T1": "done"}, "tip": "x", "stuck": {}})
-    out, err = watching.communicate(timeout=20)
+    rest, err = watching.communicate(timeout=20)
+    out = "".join(seen) + rest
     assert watching.returncode == 0, err
     headers = [line for line in out.splitlines() if line.startswith("run r1 at ")]
     assert len(headers) >= 3 and "running" in headers[0] and headers[-1].endswith("ended"), out
