@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hilbert.context.pinned import FEEDBACK_PREFIXES, PINNED_MARK, is_pinned, pinned_state
-from hilbert.fleet.stop_gate import FEEDBACK, PANEL_FEEDBACK
 from hilbert.fleet.attempt import WORKER_TASK
+from hilbert.fleet.stop_gate import FEEDBACK, PANEL_FEEDBACK
 from hilbert.models.types import Message, ToolCall
 from hilbert.security.envelope import ENVELOPE_RULES
 

@@ -15,6 +15,7 @@ from fleet_support import ENV, git_repo, readme_repo
 
 from hilbert.commands import Runner
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
+from hilbert.fleet.events import EVENTS as FLEET_KINDS
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
 from hilbert.fleet.scheduler import TaskState
@@ -23,7 +24,6 @@ from hilbert.models.types import ToolCall
 from hilbert.settings import Settings
 from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore
-from hilbert.fleet.events import EVENTS as FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.ui.log_view import format_event
 from hilbert.workspaces.integration import INTEGRATION

@@ -19,6 +19,7 @@ import pytest
 from fleet_support import ENV, git_repo
 
 from hilbert.commands import Runner
+from hilbert.fleet.events import EVENTS as FLEET_KINDS
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
 from hilbert.fleet.scheduler import claims_overlap
@@ -26,7 +27,6 @@ from hilbert.models import make_model
 from hilbert.settings import Settings
 from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
-from hilbert.fleet.events import EVENTS as FLEET_KINDS
 from hilbert.testing.fake_server import FakeServer
 from hilbert.workspaces.integration import INTEGRATION
 
