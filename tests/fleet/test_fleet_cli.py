@@ -12,6 +12,7 @@ from fleet_support import commit_all
 
 from cli_support import run_cli
 from hilbert.commands import command_env
+from hilbert.fleet.names import to_id
 from hilbert.fleet.plan import parse_plan
 from hilbert.sim.sample import generate_sample_project
 from hilbert.testing.fake_server import FakeServer
@@ -66,8 +67,10 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
         == ""
     )
     status = hilbert("status", cwd=tmp_path)
-    assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= len(plan.tasks)
-    assert all(" T" in line and " done " in line for line in status.stdout.strip().splitlines())
+    head, *agents = status.stdout.strip().splitlines()  # the run's line, then one line per agent
+    n = len(plan.tasks)
+    assert status.returncode == 0 and head.startswith("run ") and f": {n} tasks ({n} done)" in head, head
+    assert len(agents) >= n and all(" T" in line and " done " in line for line in agents), agents
 
 
 def test_run_with_a_goal_plans_then_runs_with_yes_and_refuses_without_a_terminal_to_ask_on(
@@ -201,8 +204,6 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
 
 
 def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
-    import time
-
     from hilbert.store import EventStore
 
     db = tmp_path / "log.db"
@@ -222,11 +223,17 @@ def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
         text=True,
         env=env,
     )
-    time.sleep(3.5)
+    assert watching.stdout is not None
+    seen: list[str] = []
+    while sum(line.startswith("Noether") for line in seen) < 2:  # it refreshed a run that is going
+        line = watching.stdout.readline()
+        assert line, watching.communicate(timeout=20)  # it stopped watching before the run ended
+        seen.append(line)
     assert watching.poll() is None  # still watching a run that is going
     with EventStore.open(db) as store:
         store.append("r1", "harness", "fleet_finished", {"states": {"T1": "done"}, "tip": "x", "stuck": {}})
-    out, err = watching.communicate(timeout=20)
+    rest, err = watching.communicate(timeout=20)
+    out = "".join(seen) + rest
     assert watching.returncode == 0, err
     headers = [line for line in out.splitlines() if line.startswith("run r1 at ")]
     assert len(headers) >= 3 and "running" in headers[0] and headers[-1].endswith("ended"), out
@@ -234,8 +241,18 @@ def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
 
 
 def test_status_says_what_each_worker_is_doing_from_the_log(tmp_path: Path) -> None:
+    from hilbert.fleet.state import Fold
     from hilbert.store import EventStore
-    from hilbert.ui.fleet_commands import worker_states
+    from hilbert.ui.fleet_views import worker_states
+
+    def attempt(task: str, worker: str) -> tuple[str, str, dict]:
+        return ("harness", "task_started", {"task": task, "worker": worker, "worker_id": to_id(worker)})
+
+    def checked(task: str, worker: str) -> tuple[str, str, dict]:  # its work passed and was fetched
+        return ("harness", "task_attempted", {"task": task, "worker": worker, "candidate": ref(task, worker)})
+
+    def ref(task: str, worker: str) -> str:
+        return f"refs/hilbert/candidates/{task}/{to_id(worker)}"
 
     started = {"task": "x", "model": "m", "workspace": "w", "tools": [], "messages": []}
     stopped = {"status": "finished", "turns": 1, "usage": {}, "cost_usd": 0.0}
@@ -249,27 +266,34 @@ def test_status_says_what_each_worker_is_doing_from_the_log(tmp_path: Path) -> N
     }
     with EventStore.open(tmp_path / "log.db") as store:
         log = [
+            attempt("T1", "Poincaré"),
             ("Poincaré", "agent_started", started),  # still working
+            attempt("T2", "Noether"),
             ("Noether", "agent_started", started),  # called finish; the harness is checking
             ("Noether", "tool_result", finish),
+            attempt("T3", "Euler"),
             ("Euler", "agent_started", started),  # checked; waits in the merge queue
             ("Euler", "agent_stopped", stopped),
-            ("harness", "task_attempted", {"task": "T3", "candidate": "refs/hilbert/candidates/T3/euler"}),
+            checked("T3", "Euler"),
             ("harness", "task_state", {"task": "T3", "status": "verifying", "worker": "Euler"}),
+            attempt("T4", "Gauß"),
             ("Gauß", "agent_started", started),  # merged
             ("Gauß", "agent_stopped", stopped),
-            ("harness", "task_attempted", {"task": "T4", "candidate": "refs/hilbert/candidates/T4/gauss"}),
-            ("harness", "merged", {"task": "T4", "ref": "refs/hilbert/candidates/T4/gauss"}),
+            checked("T4", "Gauß"),
+            ("harness", "merged", {"task": "T4", "ref": ref("T4", "Gauß")}),
+            attempt("T5", "Riemann"),
             ("Riemann", "agent_started", started),  # its work conflicted and the task went back
             ("Riemann", "agent_stopped", stopped),
-            ("harness", "task_attempted", {"task": "T5", "candidate": "refs/hilbert/candidates/T5/riemann"}),
+            checked("T5", "Riemann"),
+            ("harness", "merge_conflict", {"task": "T5", "ref": ref("T5", "Riemann"), "files": ["a.py"]}),
             ("harness", "task_state", {"task": "T5", "status": "pending", "worker": None}),
+            attempt("T6", "Turing"),
             ("Turing", "agent_started", started),  # halted by its turn limit: no candidate
             ("Turing", "agent_stopped", {**stopped, "status": "halted"}),
         ]
         for agent, kind, data in log:
             store.append("r", agent, kind, data)
-        states = worker_states(store, "r")
+        states = worker_states(Fold(store, "r").catch_up())
     assert states == {
         "Poincaré": "working",
         "Noether": "judged",
@@ -287,8 +311,9 @@ def test_a_worker_with_no_event_for_long_is_stuck_and_one_whose_run_process_died
     import socket
     import time
 
+    from hilbert.fleet.state import Fold
     from hilbert.store import EventStore
-    from hilbert.ui.fleet_commands import STUCK_AFTER_S, run_ended, worker_states
+    from hilbert.ui.fleet_views import STUCK_AFTER_S, run_ended, worker_states
 
     dead_pid = subprocess.Popen(["true"])
     dead_pid.wait()
@@ -298,8 +323,11 @@ def test_a_worker_with_no_event_for_long_is_stuck_and_one_whose_run_process_died
             store.append(
                 run, "harness", "fleet_started", {"tasks": [], "pid": pid, "host": socket.gethostname()}
             )
+            attempt = {"task": "T1", "worker": "Poincaré", "worker_id": "poincare"}
+            store.append(run, "harness", "task_started", attempt)
             store.append(run, "Poincaré", "agent_started", started)
-        assert worker_states(store, "alive") == {"Poincaré": "working"} and not run_ended(store, "alive")
+        alive, died = Fold(store, "alive").catch_up(), Fold(store, "died").catch_up()
+        assert worker_states(alive) == {"Poincaré": "working"} and not run_ended(alive)
         later = time.time() + STUCK_AFTER_S + 1
-        assert worker_states(store, "alive", now=later) == {"Poincaré": "stuck"}
-        assert worker_states(store, "died") == {"Poincaré": "dead"} and run_ended(store, "died")
+        assert worker_states(alive, now=later) == {"Poincaré": "stuck"}
+        assert worker_states(died) == {"Poincaré": "dead"} and run_ended(died)

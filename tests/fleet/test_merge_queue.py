@@ -63,7 +63,7 @@ class Project:
             Integration(self.integ, self.git, branch="main"),
             self.tmp / "scratch",
             test_command=test_command or self.test_command(),
-            record=lambda kind, data: self.events.append((kind, data)),
+            record=lambda event: self.events.append((event.kind, event.data())),
             runner=Runner.unsandboxed(timeouts=TimeoutSettings(merge_s=command_timeout_s)),
         )
 
@@ -139,6 +139,9 @@ def test_a_clean_batch_of_four_merges_with_one_test_run(tmp_path: Path) -> None:
         assert sorted(p.verify_file.read_text().split()) == ["t0", "t1", "t2", "t3"]
         assert {f"src/t{n}.py" for n in range(4)} <= await p.files_at_tip()
         assert p.kinds()[0] == "merge_batch_started" and p.kinds().count("merged") == 4
+        (landing,) = [data for kind, data in p.events if kind == "merge_landing"]  # logged before the move
+        assert p.kinds().index("merge_landing") < p.kinds().index("merged")
+        assert landing["commit"] == tip and landing["tasks"] == ["t0", "t1", "t2", "t3"]
         assert "merge_checks_passed" in p.kinds() and queue.pending == ()
         await p.assert_never_broken()
         await queue.close()
@@ -332,7 +335,7 @@ def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path:
             Integration(p.integ, p.git, branch="main"),
             tmp_path / f"scratch-{task}",
             test_command=escape,
-            record=lambda kind, data: p.events.append((kind, data)),
+            record=lambda event: p.events.append((event.kind, event.data())),
             runner=Runner(box),
         )
         queue.submit(await p.candidate(task))

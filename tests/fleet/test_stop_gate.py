@@ -87,7 +87,7 @@ def gated_agent(
             task,
             spaces,
             checkout,
-            lambda kind, data: events.append((kind, data)),
+            lambda event: events.append((event.kind, event.data())),
             git=Git(home=tmp_path / "run" / "home"),
             scratch=tmp_path / "run" / "scratch",
             runner=Runner.unsandboxed(
@@ -127,14 +127,15 @@ def test_a_false_claim_is_sent_back_and_a_fix_is_accepted(tmp_path: Path) -> Non
     ]
     task = Task(id="T1", title="fix add", verify=CHECK, claims=("calc.py",))
     run = gated_agent(tmp_path, task, turns)
-    result, verify, events = run.result, run.gate, run.events
+    result, events = run.result, run.events
     assert result.status == "finished" and result.claim == "really fixed" and result.turns == 5
     runs = [data for kind, data in events if kind == "gate_step" and data["step"] == "verify"]
     verdicts = [data for kind, data in events if kind == "gate_verdict"]
     assert [r["passed"] for r in runs] == [False, False, True]
     assert [v["verdict"] for v in verdicts] == ["not_done", "not_done", "done"]
     assert "AssertionError" in runs[1]["output"]  # the ignored local fix did not come along
-    assert verify.passed_commit == runs[2]["commit"] == verdicts[2]["commit"]
+    # the round's last word names the candidate: the commit whose clean checkout passed
+    assert events[-1] == ("gate_verdict", verdicts[2]) and verdicts[2]["commit"] == runs[2]["commit"]
     shown = subprocess.run(
         ["git", f"--git-dir={tmp_path}/run/git/gauss.git", "show", f"{runs[2]['commit']}:calc.py"],
         capture_output=True,
@@ -149,6 +150,7 @@ def test_after_max_rounds_the_run_is_halted_for_the_scheduler(tmp_path: Path) ->
     run = gated_agent(tmp_path, task, [finish("a"), finish("b"), finish("c")], worker="noether", max_rounds=2)
     result = run.result
     assert result.status == "halted" and "still refuses after 2 rounds" in result.reason and result.turns == 2
+    assert result.cause == "gate_refused"  # what the fleet decides from, not the reason's words
 
 
 @pytest.mark.parametrize(
@@ -168,6 +170,7 @@ def test_a_verify_that_hangs_is_cut_off_by_the_timeouts_and_the_worker_told(
     verdicts = [data for kind, data in run.events if kind == "gate_verdict"]
     assert [v["verdict"] for v in verdicts] == ["not_done"] and verdicts[0]["reasons"] == [reason]
     assert run.result.status == "halted" and reason in run.result.reason
+    assert run.result.cause == "gate_refused"  # a timeout is a refusal, not the judge's "impossible"
 
 
 def test_a_cheat_that_passes_the_check_is_sent_back_with_the_finding_then_the_real_fix_lands(
@@ -223,13 +226,17 @@ def test_the_review_panel_sends_back_what_the_checks_let_through_then_passes_the
         run = gated_agent(
             tmp_path, task, turns, worker="germain", panel=Panel(tuple(make_reviewers(models, families)))
         )
-    result, gate, events = run.result, run.gate, run.events
-    verdicts = [d["verdict"] for kind, d in events if kind == "gate_verdict"]
+    result, events = run.result, run.events
+    verdicts = [d for kind, d in events if kind == "gate_verdict"]
     panels = [d for kind, d in events if kind == "panel_reviewed"]
-    assert verdicts == ["done", "done"]  # the checks passed both times (the edit was allowed)
+    assert [v["checks_passed"] for v in verdicts] == [True, True]  # the edit was allowed both times
+    assert [v["verdict"] for v in verdicts] == ["not_done", "done"]  # the panel's send-back is the verdict
     assert [p["send_back"] for p in panels] == [True, False]
     assert "tests/test_calc.py" in panels[0]["reasons"][0] and panels[0]["complete"]
-    assert result.status == "finished" and gate.passed_commit == panels[1]["commit"]
+    assert verdicts[0]["reasons"] == list(panels[0]["reasons"]) and verdicts[0]["panel"]
+    # the verdict comes after the panel and names the reviewed commit as the candidate
+    assert events[-1] == ("gate_verdict", verdicts[1]) and verdicts[1]["commit"] == panels[1]["commit"]
+    assert result.status == "finished"
 
 
 def _one_task_fleet(
