@@ -77,13 +77,7 @@ class Attempts:
                 )
             )
         else:
-            checkout = Checkout(
-                name.id,
-                ctx.root / "workspaces" / name.id,
-                ctx.root / "git" / f"{name.id}.git",
-                f"hilbert/{name.id}",
-                resumed.base,
-            )
+            checkout = ctx.workspaces.existing(name.id, resumed.base)
         outcome = AttemptOutcome("error", "", "the attempt did not end")
         try:
             outcome = await landed(ctx, task, name, checkout, await self.work(task, name, checkout, resumed))

@@ -48,7 +48,7 @@ from hilbert.security.envelope import MessageKey
 from hilbert.settings import DEFAULT, Settings, known_keys
 from hilbert.skills import Skill
 from hilbert.store import EventStore
-from hilbert.workspaces import Checkout, Git, Workspaces
+from hilbert.workspaces import Git, Workspaces
 from hilbert.workspaces.integration import Integration
 
 LOCK = "run.lock"
@@ -233,13 +233,7 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
             resuming[task] = attempt
     for attempt in list(state.attempts.values()):  # ended, but the dead driver never closed its workspace
         if attempt.ended is not None and not attempt.closed and not attempt.worker_id.startswith("lead-"):
-            checkout = Checkout(
-                attempt.worker_id,
-                ctx.root / "workspaces" / attempt.worker_id,
-                ctx.root / "git" / f"{attempt.worker_id}.git",
-                f"hilbert/{attempt.worker_id}",
-                attempt.base,
-            )
+            checkout = ctx.workspaces.existing(attempt.worker_id, attempt.base)
             if checkout.work_tree.exists():  # removed only when its work is safe; else archived
                 kept = await ctx.workspaces.archive_or_remove(checkout, integration, attempt.candidate)
                 ctx.record(WorkspaceClosed(worker=attempt.worker_id, message=kept))

@@ -104,19 +104,23 @@ class Workspaces:
                 f"bad worker id {worker_id!r}",
                 hint="use letters, digits, '.', '_' and '-' (at most 64), starting with a letter or digit",
             )
-        work_tree = self.root / "workspaces" / worker_id
-        git_dir = self.root / "git" / f"{worker_id}.git"
-        if work_tree.exists() or git_dir.exists():
+        planned = self.existing(worker_id, base)
+        if planned.work_tree.exists() or planned.git_dir.exists():
             raise RunError(
-                f"worker {worker_id!r} already has a workspace at {work_tree}",
+                f"worker {worker_id!r} already has a workspace at {planned.work_tree}",
                 hint="archive_or_remove the old checkout first, or use a new worker id",
             )
         (self.root / "home").mkdir(parents=True, exist_ok=True)
-        sha = await resolve_base(self.git, self.repo, base)
-        checkout = Checkout(worker_id, work_tree, git_dir, f"hilbert/{worker_id}", sha)
+        checkout = self.existing(worker_id, await resolve_base(self.git, self.repo, base))
         if not (self.strategy == "snapshot" and await self._borrow(checkout)):
             await self._clone(checkout)
         return checkout
+
+    def existing(self, worker_id: str, base: str) -> Checkout:
+        """Where `worker_id`'s checkout (provisioned at `base`) lives: a run resumed after its
+        orchestrator died finds its workers' checkouts here (they may be gone)."""
+        work_tree, git_dir = self.root / "workspaces" / worker_id, self.root / "git" / f"{worker_id}.git"
+        return Checkout(worker_id, work_tree, git_dir, f"hilbert/{worker_id}", base)
 
     async def _clone(self, checkout: Checkout) -> None:
         """Provision `checkout` with its own copy of exactly the base's history (fetched by sha)."""
