@@ -189,7 +189,8 @@ async def run_external(
     agent = spec.worker
     started = {"task": spec.prompt, "model": external.model, "workspace": str(checkout.work_tree)}
     messages = ctx.store.put_messages([Message("system", spec.system_prompt), Message("user", spec.prompt)])
-    ctx.store.append(ctx.run, agent, "agent_started", {**started, "tools": [], "messages": messages})
+    data = {**started, "tools": [], "messages": messages, "external": True}  # its spend: in agent_stopped
+    ctx.store.append(ctx.run, agent, "agent_started", data)
     result = AgentResult("interrupted", "the run was interrupted", "", "", 0, Usage(), 0.0)
 
     def sent_back(message: Message) -> None:  # as hilbert's loop logs the gate's Resume

@@ -72,6 +72,7 @@ class AgentView:
     reason: str | None = None
     cause: str = ""
     finishing: bool = False  # its last tool call was a successful `finish`: the harness is judging
+    external: bool = False  # not hilbert's loop (`fleet.seams`): no model calls of its own in the log
 
     @property
     def usage(self) -> Usage:
@@ -208,6 +209,7 @@ def _agent_started(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
     view.status, view.claim, view.reason, view.finishing = "running", None, None, False
     view.task, view.model = event.data.get("task"), event.data.get("model")
+    view.external = bool(event.data.get("external"))
 
 
 def _model_call(state: FleetState, event: Event) -> None:
@@ -244,6 +246,11 @@ def _agent_stopped(state: FleetState, event: Event) -> None:
         data.get("reason"),
     )
     view.cause, view.finishing = str(data.get("cause") or ""), False
+    if view.external:  # a worker that is not hilbert's loop logs no model calls: its spend is here
+        cost = float(data.get("cost_usd") or 0.0)
+        view.add(data.get("usage") or {}, cost)
+        view.turns += int(data.get("turns") or 0)
+        state.spent_usd += cost
 
 
 def _touch(state: FleetState, event: Event) -> None:
