@@ -40,7 +40,14 @@ from hilbert.context.tokens import tokenizer_for
 from hilbert.errors import RunError, UserError
 from hilbert.fleet.context import Models, RunContext
 from hilbert.fleet.crash import Crashes
-from hilbert.fleet.events import FleetResumed, FleetStarted, Merged, MergeReconciled, WorkspaceClosed
+from hilbert.fleet.events import (
+    FleetResumed,
+    FleetStarted,
+    Merged,
+    MergeReconciled,
+    MergeRequeued,
+    WorkspaceClosed,
+)
 from hilbert.fleet.merge_queue import Candidate, MergeQueue
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
@@ -244,6 +251,11 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
         for task, ref in queued.items()
         if ctx.state.states[task].status == "verifying"
     ]
+    if pending:  # named: the queue's checks are run again, the workers' conversations are not touched
+        why = "the run resumed: their merge checks run again on the integration tip"
+        ctx.record(
+            MergeRequeued(tasks=[c.task_id for c in pending], base=await integration.tip(), reason=why)
+        )
     return pending, resuming
 
 
