@@ -54,8 +54,12 @@ def worker_states(
             else:
                 states[agent] = "stuck" if now - view.last_event_at > stuck_after_s else "working"
         elif attempt is not None and attempt.candidate:
+            task = state.states.get(attempt.task)
+            queued = (
+                task is not None and task.status == "verifying" and state.current.get(attempt.task) == agent
+            )
             landed = {"merged": "done", "conflict": "sent back", "rejected": "sent back"}
-            states[agent] = landed.get(attempt.landed or "", "waiting")
+            states[agent] = landed.get(attempt.landed or "", "waiting" if queued else "sent back")
         else:
             states[agent] = view.status
     return states
