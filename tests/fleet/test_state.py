@@ -117,10 +117,10 @@ def test_a_task_finished_by_a_second_worker_after_the_first_was_sent_back() -> N
             candidate="refs/c/T1/noether",
         ),
         _event(12, "harness", "task_state", task="T1", status="verifying", attempts=1, worker="Noether"),
-        _event(12, "harness", "merge_landing", tasks=["T1"], refs=["refs/c/T1/noether"], commit="abc"),
-        _event(13, "harness", "merged", task="T1", ref="refs/c/T1/noether", commit="abc"),
-        _event(14, "harness", "task_state", task="T1", status="done", attempts=1, worker="Noether"),
-        _event(15, "harness", "fleet_finished", states={"T1": "done"}),
+        _event(13, "harness", "merge_landing", tasks=["T1"], refs=["refs/c/T1/noether"], commit="abc"),
+        _event(14, "harness", "merged", task="T1", ref="refs/c/T1/noether", commit="abc"),
+        _event(15, "harness", "task_state", task="T1", status="done", attempts=1, worker="Noether"),
+        _event(16, "harness", "fleet_finished", states={"T1": "done"}),
     ]
     state = FleetState("r")
     for event in log[:13]:
