@@ -195,6 +195,14 @@ async def run_command(
     )
 
 
+def _latest_fleet_run(store: EventStore, repo: Path | None) -> FleetState | None:
+    """The newest fleet run (on `repo`, if given), whatever its state."""
+    for event in reversed(store.events(kinds=["fleet_started"])):
+        if repo is None or Path(event.data.get("repo", "")).resolve() == repo.resolve():
+            return Fold(store, event.run).catch_up()
+    return None
+
+
 def interrupted_runs(store: EventStore, repo: Path | None = None) -> list[FleetState]:
     """Fleet runs whose orchestrator stopped or died before they finished (on `repo`, if given),
     oldest first."""
@@ -225,6 +233,11 @@ async def resume_command(
         if run is None:  # the latest on this repository (any, when not in one)
             here = repo if repo is not None and _is_repo(repo) else None
             candidates = interrupted_runs(store, here)
+            latest = _latest_fleet_run(store, here)
+            if not candidates and latest is not None and latest.finished is not None:
+                where = here or "any repository"
+                echo(f"the latest run on {where}, {latest.run}, has finished: nothing to resume")
+                return None
             if not candidates:
                 raise UserError(
                     f"no interrupted run on {here or 'any repository'} in {settings.db_path}",

@@ -200,7 +200,7 @@ _FLEET_LINES = {
     "merged": "merged {task} at {commit:.10}",
     "merge_rejected": "{task} rejected by `{command}` (exit {exit})",
     "merge_conflict": "{task} conflicts with the integration branch",
-    "merge_requeued": "{task_list} requeued: the integration branch moved",
+    "merge_requeued": "{task_list} requeued: {reason}",
     "merge_bisect": "bisecting: checking {testing_list} of {suspects_list}",
     "flaky_test": "flaky: `{command}` failed, then passed on a re-run",
     "person_message": "message for {to}: {text_line}",
