@@ -197,7 +197,8 @@ def drill(home: Path, args: argparse.Namespace) -> int:
             kills = lives
             kind = rng.choice(sorted(KINDS))
             guard = f"model_call:{4 * args.workers}"  # no life outlives it, whatever its own point
-            crash = f"{kind}:{rng.randint(1, KINDS[kind])},{guard}" if kills < args.kills else ""
+            crash = f"{kind}:{rng.randint(1, KINDS[kind])}" if kills < args.kills else ""
+            crash += f",{guard}" if crash and kind != "model_call" else ""  # one K per kind
             command = first if lives == 0 else ["run", "--resume", "--repo", "repo", *model]
             starts.append(time.time())
             done = subprocess.run(

@@ -137,6 +137,12 @@ class Drill:
         """No life outlives this, whatever its own point: four model calls per worker."""
         return f"model_call:{4 * self.workers}"
 
+    def guarded(self, crash: str) -> str:
+        """`crash` with the guard, unless it is a model_call point already (one K per kind)."""
+        if not crash or crash.startswith("model_call:"):
+            return crash
+        return f"{crash},{self.guard}"
+
     def hilbert(self, *args: str, crash: str = "", timeout: int = 900) -> subprocess.CompletedProcess[str]:
         env = dict(self.env, HILBERT_CRASH_AT=crash) if crash else self.env
         return subprocess.run(
@@ -163,7 +169,7 @@ class Drill:
             self.poison.touch()
         try:
             args = self.start_args() if not self.lives else self.resume_args()
-            spec = ",".join(filter(None, (crash, self.guard if crash else "")))
+            spec = self.guarded(crash)
             done = self.hilbert(*args, crash=spec)
         finally:
             self.poison.unlink(missing_ok=True)

@@ -88,7 +88,7 @@ def test_a_fleet_killed_over_50_times_resumes_to_the_same_end(tmp_path: Path) ->
 def refused_while_live(drill: Drill, crash: str, seed: int) -> Life:
     """A life held still (SIGSTOP) once its resume is logged: a second `--resume` must be refused,
     naming the live process; then the life goes on to its own crash point."""
-    env = dict(drill.env, HILBERT_CRASH_AT=",".join(filter(None, (crash, drill.guard))))
+    env = dict(drill.env, HILBERT_CRASH_AT=drill.guarded(crash))
     before = len(drill.events(kinds=["fleet_resumed"]))
     life = Life(len(drill.lives) + 1, crash)
     output = drill.home / f"life-{life.number}.txt"
