@@ -125,10 +125,15 @@ class Drill:
         (self.home / "PLAN.md").write_text(write_plan(self.plan))
         # a person's config: more attempts per task (the poisoned lives reject some candidates)
         (self.home / "hilbert.toml").write_text("[fleet]\nmax_attempts = 6\nmerge_batch = 8\n")
-        self.poison = self.home / "poisoned"
-        self.check = self.home / "check.py"
+        # the wrapper and its switch sit in a folder on PATH: the sandbox gives commands a private /tmp
+        # but binds PATH's folders back (read-only), so the merge checks see the switch flip
+        bin_dir = self.home / "bin"
+        bin_dir.mkdir()
+        self.poison = bin_dir / "poisoned"
+        self.check = bin_dir / "check.py"
         self.check.write_text(CHECK.format(poison=str(self.poison), package=self.project.package))
-        self.env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(self.home / "hilbert")}
+        env = command_env(hilbert_python_first=True)
+        self.env = {**env, "PATH": f"{bin_dir}:{env['PATH']}", "HILBERT_HOME": str(self.home / "hilbert")}
         self.db = self.home / "hilbert" / "hilbert.db"
         self.model = ["--model", f"openai:fake@{self.base_url}", "--unsandboxed"]
 
