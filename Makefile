@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck install install-dev tools sandbox agentdojo clean
+.PHONY: demo test soak lint typecheck install install-dev tools sandbox agentdojo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ agentdojo: $(VENV)/.installed
 
 test: install-dev tools sandbox agentdojo lint typecheck
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The kill/resume drill at soak size (tests/e2e/test_resume.py: bigger fleet, more kills) and the resume
+# benchmark; not part of `make test`. Figures: docs/bench.md.
+soak: install-dev
+	HILBERT_RESUME_SOAK=1 $(BIN)/python -m pytest -q -s tests/e2e/test_resume.py $(PYTEST_ARGS)
+	$(BIN)/python bench/resume.py --bugs 40 --workers 32 --kills 20
 
 # External clients used by the interop tests, each in its own git-ignored prefix (see tools/README.md).
 tools:

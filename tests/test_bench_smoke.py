@@ -206,7 +206,27 @@ def smoke_context_replay(tmp_path: Path) -> None:
     assert lines[0].startswith("calibration: the server reported 2,000 prompt tokens"), lines[0]
 
 
+RESUME_KEYS = {
+    "workers", "bugs", "kills", "lives", "tasks_done", "restart_to_call_p50_s", "restart_to_call_max_s",
+    "resumed_to_call_p50_s", "calls", "unlogged_calls", "restarted_attempts", "tokens", "respent_tokens",
+    "respent_share", "cache_read", "respent_cache_read", "wall_s", "failed",
+}  # fmt: skip
+
+
+def smoke_resume(tmp_path: Path) -> None:
+    lines = run_bench("resume.py", "--bugs", "2", "--workers", "2", "--kills", "2", "--keep", str(tmp_path))
+    run = figures(lines[-1])
+    assert set(run) == RESUME_KEYS, run
+    assert (run["tasks_done"], run["failed"]) == ("2", "0") and int(run["lives"]) == int(run["kills"]) + 1, (
+        run
+    )
+    assert 1 <= int(run["kills"]) <= 2, run  # a kill drawn past the run's end lets that life finish it
+    assert int(run["calls"]) > 0 and int(run["tokens"]) > 0, run
+    assert 0 <= number(run["respent_share"]) < 1 and number(run["wall_s"]) > 0, run
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
+    "resume.py": smoke_resume,
     "context_replay.py": smoke_context_replay,
     "security.py": smoke_security,
     "agentdojo_compare.py": smoke_agentdojo_compare,

@@ -139,6 +139,9 @@ class Attempts:
         if resumed.accepted is not None:
             resumed_as("fetch", "the stop gate had accepted its commit; it goes to the merge queue")
             return AttemptOutcome("finished", "", "accepted before the run was interrupted")
+        if name.display not in ctx.state.agents:  # killed between `task_started` and its loop's start
+            resumed_as("continued", "its loop had not started; it starts now, in its workspace")
+            return []
         history = rebuild_conversation(ctx.store, ctx.run, name.display)
         last = history[-1] if history else None
         finish = ctx.state.agents.get(name.display)

@@ -69,12 +69,17 @@ class Opened:
 
 
 def resumable(settings: Settings, models: Models) -> dict[str, Any]:
-    """The settings a resume may change, flat (`fleet.workers`, `timeouts.gate_s`, `model`, ...)."""
+    """The settings a resume may change and otherwise inherits, flat (`fleet.workers`, `timeouts.gate_s`,
+    `commands.test`, `model`, ...)."""
     flat: dict[str, Any] = {
         f"{section}.{key}": value
         for section in ("fleet", "budgets", "gate", "liveness", "timeouts")
         for key, value in asdict(getattr(settings, section)).items()
     }
+    # the merge queue's command and the workers' compaction are the run's too: a resume without
+    # --test-command must not check merges with the default suite, nor reshape resumed conversations
+    flat["commands.test"] = settings.commands.test
+    flat["context.strategy"] = settings.context.strategy
     flat["model"] = settings.model or models.worker.name  # as given: a resume without --model reuses it
     flat["lead_model"] = settings.lead_model
     flat["judge_model"] = settings.judge_model
