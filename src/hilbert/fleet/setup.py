@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import os
 import resource
+import shutil
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -49,6 +50,7 @@ from hilbert.fleet.events import (
     WorkspaceClosed,
 )
 from hilbert.fleet.merge_queue import Candidate, MergeQueue
+from hilbert.fleet.outcomes import AttemptOutcome, after_attempt
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
 from hilbert.security.envelope import MessageKey
@@ -216,6 +218,7 @@ async def open_run(
 async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, AttemptView]]:
     """Make the log and the integration repository agree, and say what waits and what resumes."""
     state, integration = ctx.state, ctx.integration
+    max_attempts = ctx.settings.fleet.max_attempts
     landing = state.landing
     if landing is not None:
         if await integration.contains(landing.commit):  # the ref moved; its `merged` events were lost
@@ -239,10 +242,14 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
             ctx.set_state(replace(task_state, status="verifying"))
         elif task_state.status == "running" and (attempt is None or attempt.task != task):
             ctx.set_state(replace(task_state, status="pending", worker=None))  # it never started
-        elif task_state.status == "running" and attempt is not None and attempt.candidate is not None:
-            ctx.set_state(replace(task_state, status="verifying"))  # the dead driver did not submit it
+        elif task_state.status == "running" and attempt is not None and attempt.ended is not None:
+            ended = attempt.ended  # the attempt ended; the dead driver did not act on its outcome
+            outcome = AttemptOutcome(ended.status, ended.cause, ended.reason, ended.candidate)  # type: ignore[arg-type]
+            for event in after_attempt(state.task(task), task_state, outcome, max_attempts=max_attempts):
+                ctx.record(event)
         elif task_state.status == "running" and attempt is not None:
             resuming[task] = attempt
+    await _orphans(ctx, {a.worker_id for a in state.attempts.values() if not a.closed})
     for attempt in list(state.attempts.values()):  # ended, but the dead driver never closed its workspace
         if attempt.ended is not None and not attempt.closed and not attempt.worker_id.startswith("lead-"):
             checkout = ctx.workspaces.existing(attempt.worker_id, attempt.base)
@@ -262,6 +269,34 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
             MergeRequeued(tasks=[c.task_id for c in pending], base=await integration.tip(), reason=why)
         )
     return pending, resuming
+
+
+async def _orphans(ctx: RunContext, attempts: set[str]) -> None:
+    """Checkouts no open attempt owns — provisioned by a driver that died before it logged
+    `task_started`, or a lead session's — are closed (removed when they hold nothing new, else
+    archived) so that their names can be given again; a git dir left without its work tree (the
+    provisioning died half way) holds no work and is removed."""
+    for work_tree in sorted((ctx.root / "workspaces").glob("*")):
+        worker_id = work_tree.name
+        if worker_id in attempts:
+            continue
+        checkout = ctx.workspaces.existing(worker_id, "")
+        found = await ctx.git.run(
+            f"--git-dir={checkout.git_dir}", "rev-parse", "--verify", checkout.ref, check=False
+        )
+        if found.returncode != 0:  # no repository to judge it by: keep the files, whatever they are
+            kept = await ctx.workspaces.archive_or_remove(checkout, ctx.integration)
+        else:
+            kept = await ctx.workspaces.archive_or_remove(
+                replace(checkout, base=found.stdout.strip()), ctx.integration
+            )
+        ctx.record(WorkspaceClosed(worker=worker_id, message=f"at resume, no attempt held it: {kept}"))
+    for git_dir in sorted((ctx.root / "git").glob("*.git")):
+        if (
+            git_dir.name[: -len(".git")] not in attempts
+            and not (ctx.root / "workspaces" / git_dir.name[:-4]).exists()
+        ):
+            await asyncio.to_thread(shutil.rmtree, git_dir, ignore_errors=True)
 
 
 async def _system_prompt(
