@@ -44,9 +44,12 @@ sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q"]).returncode)
 
 # (kind, largest K): the seeded draws; small K, so that every life ends soon after it starts. While no
 # attempt has ended yet only the first four can happen (every worker is at work); after, any of them.
+# The workers' own kinds (`PER_WORKER`) count per worker: K is drawn from 1 to 4 calls a worker, so that
+# a life of a big fleet gets somewhere before it dies.
+PER_WORKER = frozenset({"model_call", "tool_result"})
 DRAWN = (
-    ("model_call", 12),
-    ("tool_result", 12),
+    ("model_call", 4),
+    ("tool_result", 4),
     ("agent_started", 4),
     ("message_injected", 3),
     ("task_state", 6),
@@ -219,4 +222,5 @@ def schedule(rng: random.Random, drill: Drill, *, named_times: int = 2) -> Itera
                 yield f"gate_verdict:{rng.randint(1, 3)}", False
             continue
         kind, most = rng.choice(DRAWN if landing else DRAWN[:4])
-        yield (f"{kind}:{rng.randint(1, most)}" if not kind.startswith("point:") else f"{kind}:1"), False
+        low, high = (drill.workers, most * drill.workers) if kind in PER_WORKER else (1, most)
+        yield (f"{kind}:{rng.randint(low, high)}" if not kind.startswith("point:") else f"{kind}:1"), False

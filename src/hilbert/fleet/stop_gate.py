@@ -144,6 +144,8 @@ class StopGate(Policy):
 
     async def gate(self, commit: str, stop: Stop) -> GateResult:
         scratch = self.scratch / f"{self.checkout.worker_id}-gate-{self.rounds}"
+        # a dead orchestrator's gate may have left this round's scratch behind: it is ours, and transient
+        await asyncio.to_thread(shutil.rmtree, scratch, ignore_errors=True)
 
         def recorded(step: Step) -> None:
             self.record(
