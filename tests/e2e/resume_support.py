@@ -45,7 +45,8 @@ sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q"]).returncode)
 # (kind, largest K): the seeded draws; small K, so that every life ends soon after it starts. While no
 # attempt has ended yet only the first four can happen (every worker is at work); after, any of them.
 # The workers' own kinds (`PER_WORKER`) count per worker: K is drawn from 1 to 4 calls a worker, so that
-# a life of a big fleet gets somewhere before it dies.
+# a life of a big fleet gets somewhere before it dies (a worker's test run killed at every life would
+# never finish).
 PER_WORKER = frozenset({"model_call", "tool_result"})
 DRAWN = (
     ("model_call", 4),
@@ -142,8 +143,8 @@ class Drill:
 
     @property
     def guard(self) -> str:
-        """No life outlives this, whatever its own point: four model calls per worker."""
-        return f"model_call:{4 * self.workers}"
+        """No life outlives this, whatever its own point: ten model calls per worker."""
+        return f"model_call:{10 * self.workers}"
 
     def guarded(self, crash: str) -> str:
         """`crash` with the guard, unless it is a model_call point already (one K per kind)."""
@@ -212,7 +213,7 @@ def schedule(rng: random.Random, drill: Drill, *, named_times: int = 2) -> Itera
         hits = drill.kills()
         owed = [p for p in NAMED if hits[p] < named_times]
         landing = bool(drill.lives) and bool(drill.events(kinds=["task_attempted"]))
-        if owed and landing and rng.random() < 0.4:
+        if owed and landing and rng.random() < 0.8:
             point = rng.choice(owed)
             if point == "point:after_ref_moved":
                 yield "point:after_ref_moved:1", False

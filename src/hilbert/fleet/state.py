@@ -355,6 +355,8 @@ def _stopped(state: FleetState, e: ev.TaskStopped) -> None:
 
 
 def _closed(state: FleetState, e: ev.WorkspaceClosed) -> None:
+    if e.worker not in state.workers_used:  # a name whose workspace was ever closed is never given again
+        state.workers_used.append(e.worker)
     attempt = next((a for a in state.attempts.values() if a.worker_id == e.worker), None)
     if attempt is not None:
         attempt.closed = True
