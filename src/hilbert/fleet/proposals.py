@@ -6,8 +6,9 @@ message (`ReadWorkerMessages` notes what the lead's inbox delivered), each *wide
 later in that session — add_task, split_task, a reassign with a note — is held instead of applied
 (`hilbert.fleet.escalation`): a `proposal_held` event (P1, P2, ...) naming the worker messages read.
 The person decides with `hilbert approve P1` / `hilbert reject P1` (`decide`: a `proposal_approved`
-or `proposal_rejected` event by "person"); the running fleet notices (`LeadDesk.watch_proposals`),
-runs the lead's tool again as it would run now and records `proposal_applied`, or `proposal_stale`
+or `proposal_rejected` event by "person"); the running fleet notices (`hilbert.fleet.lead`'s
+`Lead.watch_proposals`; a decision made while the run was down is applied when it resumes), runs the
+lead's tool again as it would run now and records `proposal_applied`, or `proposal_stale`
 with the reason when it no longer applies. `proposals` folds the log into each proposal's state, for
 `hilbert status` and the run's summary. Narrowing and neutral actions (mark_impossible,
 message_worker, a reassign without a note) apply at once. The setting `approve_worker_proposals =
