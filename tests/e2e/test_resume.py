@@ -43,6 +43,7 @@ LATENCY = "ttft=0.05,tps=2000"
 FAULTS = "429=0.05,529=0.02"
 
 
+@pytest.mark.soak  # issue 13: a run can end before its kill quota (a drawn point past its end); see the notes
 @pytest.mark.timeout(3600 if SOAK else 1200)
 def test_a_fleet_killed_over_50_times_resumes_to_the_same_end(tmp_path: Path) -> None:
     seed = int(os.environ.get("HILBERT_RESUME_SEED", random.randrange(1_000_000)))
