@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hilbert.sim.engineer import cheats
+import hilbert.sim.engineer.cheats as cheats
 from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Say
 from hilbert.sim.engineer.desk import Brief, Desk, Steps, is_reminder
 from hilbert.sim.engineer.quirks import Quirks

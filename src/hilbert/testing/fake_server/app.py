@@ -32,7 +32,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from hilbert.testing.fake_server import anthropic_wire, openai_chat_wire, openai_responses_wire
+import hilbert.testing.fake_server.anthropic_wire as anthropic_wire
+import hilbert.testing.fake_server.openai_chat_wire as openai_chat_wire
+import hilbert.testing.fake_server.openai_responses_wire as openai_responses_wire
 from hilbert.testing.fake_server.faults import FaultSpec, LatencySpec, corrupt_arguments
 from hilbert.testing.fake_server.recording import Recorder, reply_json, selected_headers, usage_json
 from hilbert.testing.fake_server.responder import Responder
