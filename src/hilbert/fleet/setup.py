@@ -50,7 +50,7 @@ from hilbert.fleet.events import (
     WorkspaceClosed,
 )
 from hilbert.fleet.merge_queue import Candidate, MergeQueue
-from hilbert.fleet.outcomes import AttemptOutcome, after_attempt
+from hilbert.fleet.outcomes import AttemptOutcome, after_attempt, failure
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
 from hilbert.security.envelope import MessageKey
@@ -249,6 +249,10 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
                 ctx.record(event)
         elif task_state.status == "running" and attempt is not None:
             resuming[task] = attempt
+        elif task_state.status == "failed":  # the dead driver logged a failure, not what follows it
+            why = state.feedback.get(task, "its attempt failed before the run was interrupted")
+            for event in failure(state.task(task), task_state, why, max_attempts=max_attempts):
+                ctx.record(event)
     await _orphans(ctx, {a.worker_id for a in state.attempts.values() if not a.closed})
     for attempt in list(state.attempts.values()):  # ended, but the dead driver never closed its workspace
         if attempt.ended is not None and not attempt.closed and not attempt.worker_id.startswith("lead-"):

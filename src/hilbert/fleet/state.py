@@ -16,6 +16,7 @@ reading the log.
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -152,8 +153,6 @@ class FleetState:
             return False
         if not self.pid or self.host != socket.gethostname():
             return None
-        import os
-
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
