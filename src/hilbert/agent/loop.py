@@ -236,6 +236,9 @@ class _Loop:
     def flush(self) -> None:
         for policy, moment, action in self.pending:
             message = self.store.put_messages([action.message])[0]
-            self.record("message_injected", by=policy, moment=moment, action=action.kind, message=message)
+            source = {"source": action.source} if isinstance(action, Inject) and action.source else {}
+            self.record(
+                "message_injected", by=policy, moment=moment, action=action.kind, message=message, **source
+            )
             self.state.messages.append(action.message)
         self.pending.clear()

@@ -68,10 +68,12 @@ class AgentResult:
 
 @dataclass(frozen=True)
 class Inject:
-    """Append a user-role message to the conversation (a reminder, a note, feedback)."""
+    """Append a user-role message to the conversation (a reminder, a note, feedback); `source`: the id
+    of the event it delivers (a message from the inbox), 0 for none."""
 
     message: Message
     kind: Literal["inject"] = "inject"
+    source: int = 0
 
 
 @dataclass(frozen=True)

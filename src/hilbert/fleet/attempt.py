@@ -100,7 +100,9 @@ class Attempts:
             external, spec = self.external, spec_for(ctx, task, name)
             result = await run_external(ctx, external, gate, spec, checkout, external.worker)
             return AttemptOutcome(result.status, result.cause, result.reason)
-        inbox = Inbox(ctx.store, ctx.run, name.display, key=ctx.key)  # one for all runs of the attempt
+        # one for all runs of the attempt; a resumed one's conversation holds what it delivered before
+        known = ctx.state.agents.get(name.display) if resumed is not None else None
+        inbox = Inbox(ctx.store, ctx.run, name.display, key=ctx.key, after=known.delivered if known else 0)
         tools: Tools = MessageTools(
             ToolBox(checkout.work_tree, runner=ctx.runner),
             store=ctx.store,

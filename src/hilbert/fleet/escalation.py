@@ -76,10 +76,13 @@ def escalation_brief(
     why: Mapping[str, str],
     *,
     running: Mapping[str, str] = {},
+    held: Sequence[str] = (),
     max_chars: int = 3000,
 ) -> str:
-    """The lead's task for one session: the goal, where every task stands, and each escalated task
-    with the reason its last attempt did not land (cut to `max_chars`)."""
+    """The lead's task for one session: the goal, where every task stands, the actions held for the
+    person's decision (`held`: each proposal's summary; an earlier session, perhaps one that died,
+    proposed them), and each escalated task with the reason its last attempt did not land (cut to
+    `max_chars`)."""
     tasks = {task.id: task for task in plan.tasks}
     counts: dict[str, int] = {}
     for state in states.values():
@@ -96,6 +99,8 @@ def escalation_brief(
     ]
     if running:
         lines.append("Running now: " + ", ".join(f"{task} ({worker})" for task, worker in running.items()))
+    if held:
+        lines.append("Waiting for the person's decision (do not propose these again): " + "; ".join(held))
     for task_id in escalated:
         task, state = tasks[task_id], states[task_id]
         reason = why.get(task_id, "(no reason recorded)")

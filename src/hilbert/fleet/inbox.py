@@ -76,10 +76,14 @@ class Inbox(Policy):
 
     name = "inbox"
 
-    def __init__(self, store: EventStore, run: str, agent: str, *, key: MessageKey | None = None) -> None:
+    def __init__(
+        self, store: EventStore, run: str, agent: str, *, key: MessageKey | None = None, after: int = 0
+    ) -> None:
         self.store, self.run, self.agent, self.key = store, run, agent, key
         self.joined = store.last_id()  # broadcasts and stops from before this are not this agent's
-        self.seen = 0  # a message addressed to this agent by name is delivered whenever it was sent
+        # a message addressed to this agent by name is delivered whenever it was sent, but those up to
+        # `after` (delivered to a conversation the agent goes on with, e.g. at a resume)
+        self.seen = after
         self.delivered: list[tuple[str, int]] = []
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
@@ -106,6 +110,9 @@ class Inbox(Policy):
             text = str(data.get("text", ""))
             self.delivered.append((text, int(data.get("hop") or 0)))
             actions.append(
-                Inject(Message("user", envelope(text, sender=sender, role=role, message_id=f"m-{event.id}")))
+                Inject(
+                    Message("user", envelope(text, sender=sender, role=role, message_id=f"m-{event.id}")),
+                    source=event.id,
+                )
             )
         return actions

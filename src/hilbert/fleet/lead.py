@@ -53,7 +53,8 @@ class Lead:
 
     def __init__(self, ctx: RunContext, roster: Callable[[], Sequence[Name]]) -> None:
         self.ctx, self.roster = ctx, roster
-        self.inbox = Inbox(ctx.store, ctx.run, LEAD, key=ctx.key)  # one for all sessions: none is lost
+        # one for all sessions: none is lost (what a session that died had read goes to the next one)
+        self.inbox = Inbox(ctx.store, ctx.run, LEAD, key=ctx.key, after=ctx.state.lead_read)
         self.woken = asyncio.Event()
 
     # -- Steering ---------------------------------------------------------------------------------
@@ -161,8 +162,9 @@ class Lead:
         tip = await ctx.integration.tip()
         checkout = await ctx.workspaces.provision(f"lead-{session}-{ctx.state.last_id}", tip)
         state = ctx.state
+        held = [p.summary() for p in proposals(ctx.store, ctx.run) if p.status == "pending"]
         brief = escalation_brief(
-            self.plan, state.states, escalated, state.feedback, running=state.running_workers()
+            self.plan, state.states, escalated, state.feedback, running=state.running_workers(), held=held
         )
         inbox = ReadWorkerMessages(self.inbox)  # what this session was shown of workers' messages
         tools = EscalationToolBox(

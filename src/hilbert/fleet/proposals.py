@@ -21,7 +21,6 @@ tasks), notes, worker_messages [{sender, id}], session}; `proposal_approved` {id
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -39,8 +38,6 @@ PROPOSAL_STALE = "proposal_stale"
 PROPOSAL_KINDS = (PROPOSAL_HELD, PROPOSAL_APPROVED, PROPOSAL_REJECTED, PROPOSAL_APPLIED, PROPOSAL_STALE)
 
 Status = Literal["pending", "approved", "rejected", "applied", "stale"]
-# the head of an envelope (`hilbert.security.envelope.envelope`) the harness wrote for a worker's message
-_WORKER_ENVELOPE = re.compile(r'<message from="[^"\n]*" role="worker" id="m-(\d+)">')
 
 
 @dataclass(frozen=True)
@@ -64,12 +61,10 @@ class ReadWorkerMessages(Policy):
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         actions = self.inbox.before_model_call(state)
         for action in actions:
-            found = _WORKER_ENVELOPE.match(action.message.content) if isinstance(action, Inject) else None
-            if found is None:
+            if not isinstance(action, Inject) or not action.source:
                 continue
-            event_id = int(found.group(1))
             for event in self.inbox.store.events(
-                run=self.inbox.run, kinds=[AGENT_MESSAGE], after_id=event_id - 1, upto_id=event_id
+                run=self.inbox.run, kinds=[AGENT_MESSAGE], after_id=action.source - 1, upto_id=action.source
             ):
                 self.read.append(WorkerMessage(str(event.data.get("sender") or event.agent), event.id))
         return actions

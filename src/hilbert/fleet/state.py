@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hilbert.fleet import events as ev
+from hilbert.fleet.inbox import LEAD
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Usage
@@ -74,6 +75,7 @@ class AgentView:
     cause: str = ""
     finishing: bool = False  # its last tool call was a successful `finish`: the harness is judging
     external: bool = False  # not hilbert's loop (`fleet.seams`): no model calls of its own in the log
+    delivered: int = 0  # the id of the last message its inbox delivered (`Inject.source`)
 
     @property
     def usage(self) -> Usage:
@@ -105,6 +107,7 @@ class FleetState:
     stopped: set[str] = field(default_factory=set)  # stopped by the person or the cost cap
     lead_sessions: int = 0
     lead_open: list[str] | None = None  # the tasks of a lead session that has not answered
+    lead_read: int = 0  # the last message delivered to a lead session that answered
     queue: dict[str, str] = field(default_factory=dict)  # task -> candidate ref waiting to merge
     landing: ev.MergeLanding | None = None  # the last intent whose `merged` events are not all in
     merged: dict[str, ev.Merged] = field(default_factory=dict)
@@ -256,6 +259,11 @@ def _touch(state: FleetState, event: Event) -> None:
     _agent(state, event)
 
 
+def _injected(state: FleetState, event: Event) -> None:
+    view = _agent(state, event)
+    view.delivered = max(view.delivered, int(event.data.get("source") or 0))
+
+
 _AGENT_KINDS = {
     "agent_started": _agent_started,
     "model_call": _model_call,
@@ -263,7 +271,7 @@ _AGENT_KINDS = {
     "context_compacted": _compacted,
     "agent_stopped": _agent_stopped,
     "model_error": _touch,
-    "message_injected": _touch,
+    "message_injected": _injected,
     "policy_action": _touch,
 }
 
@@ -399,6 +407,8 @@ def _consulted(state: FleetState, e: ev.LeadConsulted) -> None:
 
 def _answered(state: FleetState, e: ev.LeadAnswered) -> None:
     state.lead_open = None
+    lead = state.agents.get(LEAD)
+    state.lead_read = lead.delivered if lead else state.lead_read
 
 
 def _lead_action(state: FleetState, e: ev.LeadAction) -> None:
