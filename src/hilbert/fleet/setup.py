@@ -10,7 +10,8 @@ for a resume, before anything restarts:
    gets its `merged` events; one whose move did not happen leaves its candidates queued; a `merged`
    event whose commit is not on the branch is re-queued (`merge_reconciled` says which and why);
 3. settles what the dead driver did not: a candidate recorded but not submitted, a merge not marked
-   done, a task marked running whose attempt never started;
+   done, a conflict or rejection the queue logged but nobody acted on, a task marked running whose
+   attempt never started;
 4. records `fleet_resumed` with the settings that changed (workers, budgets, timeouts, models may;
    the plan, repository and base come from the log and cannot).
 
@@ -49,8 +50,8 @@ from hilbert.fleet.events import (
     MergeRequeued,
     WorkspaceClosed,
 )
-from hilbert.fleet.merge_queue import Candidate, MergeQueue
-from hilbert.fleet.outcomes import AttemptOutcome, after_attempt, failure
+from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
+from hilbert.fleet.outcomes import AttemptOutcome, after_attempt, after_merge, failure
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
 from hilbert.security.envelope import MessageKey
@@ -215,6 +216,9 @@ async def open_run(
         yield Opened(ctx, queue, resuming)
 
 
+SENT_BACK = ("conflict", "rejected")  # how a merge queue's batch can end for a candidate, but merged
+
+
 async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, AttemptView]]:
     """Make the log and the integration repository agree, and say what waits and what resumes."""
     state, integration = ctx.state, ctx.integration
@@ -249,6 +253,14 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
                 ctx.record(event)
         elif task_state.status == "running" and attempt is not None:
             resuming[task] = attempt
+        elif task_state.status == "verifying" and attempt is not None and attempt.landed in SENT_BACK:
+            # the queue logged a conflict or a rejection; the dead driver did not act on it
+            if attempt.landed == "conflict":
+                back = Outcome(task, "conflict", hunks=attempt.landed_why)
+            else:
+                back = Outcome(task, "rejected", output=attempt.landed_why)
+            for event in after_merge(state.task(task), task_state, back, max_attempts=max_attempts):
+                ctx.record(event)
         elif task_state.status == "failed":  # the dead driver logged a failure, not what follows it
             why = state.feedback.get(task, "its attempt failed before the run was interrupted")
             for event in failure(state.task(task), task_state, why, max_attempts=max_attempts):

@@ -49,6 +49,7 @@ class AttemptView:
     ended: ev.TaskAttempted | None = None
     closed: bool = False  # its workspace was removed or archived
     landed: str | None = None  # merged | conflict | rejected
+    landed_why: str = ""  # a conflict's hunks, a rejection's output
 
     @property
     def accepted(self) -> str | None:
@@ -380,12 +381,12 @@ def _merged(state: FleetState, e: ev.Merged) -> None:
         state.landing = None
 
 
-def _landed(state: FleetState, task: str, ref: str, how: str) -> None:
+def _landed(state: FleetState, task: str, ref: str, how: str, why: str = "") -> None:
     state.queue.pop(task, None)
     worker_id = ref.rsplit("/", 1)[-1]
     attempt = next((a for a in state.attempts.values() if a.worker_id == worker_id and a.task == task), None)
     if attempt is not None:
-        attempt.landed = how
+        attempt.landed, attempt.landed_why = how, why
 
 
 def _reconciled(state: FleetState, e: ev.MergeReconciled) -> None:
@@ -396,7 +397,10 @@ def _reconciled(state: FleetState, e: ev.MergeReconciled) -> None:
 
 
 def _rejected(state: FleetState, e: ev.MergeRejected | ev.MergeConflict) -> None:
-    _landed(state, e.task, e.ref, "rejected" if isinstance(e, ev.MergeRejected) else "conflict")
+    if isinstance(e, ev.MergeRejected):
+        _landed(state, e.task, e.ref, "rejected", e.output)
+    else:
+        _landed(state, e.task, e.ref, "conflict", e.hunks)
 
 
 def _consulted(state: FleetState, e: ev.LeadConsulted) -> None:
