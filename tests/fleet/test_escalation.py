@@ -256,9 +256,13 @@ def test_the_brief_lists_each_escalated_task_with_why_its_last_attempt_did_not_l
         "T3": TaskState("T3"),
     }
     brief = escalation_brief(
-        PLAN, states, ["T2"], {"T2": "verify → exit 1\n```\nboom"}, running={"T4": "Gauß"}
-    )
+        PLAN, states, ["T2"], {"T2": "verify → exit 1\n```\nboom"}, running={"T4": "Gauß"},
+        held=['P1 add_task T9 "nine" — asked by Noether'], done=["reassign T3 (start from the tip)"],
+    )  # fmt: skip
     assert "## T2 — two" in brief and "verify: `false`" in brief
+    # after a resume: what waits for the person, and what a session that died did, are not done again
+    assert "Waiting for the person's decision (do not propose these again): P1 add_task T9" in brief
+    assert "interrupted (do not repeat): reassign T3 (start from the tip)" in brief
     assert "attempts: 2 (reopened before: 1)" in brief
     assert "1 done, 1 escalated, 1 pending" in brief and "T4 (Gauß)" in brief
     assert brief.count("```") == 2  # the reason cannot close the block it is quoted in

@@ -13,7 +13,7 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import Inject, LoopState
 from hilbert.agent.tools import ToolBox
 from hilbert.commands import Runner
-from hilbert.fleet.inbox import Inbox, send
+from hilbert.fleet.inbox import EVERYONE, Inbox, request_stop, send
 from hilbert.fleet.messages import MessageLimits, MessageTools
 from hilbert.fleet.names import allocate
 from hilbert.fleet.state import Fold
@@ -193,7 +193,9 @@ def test_a_resumed_agent_is_not_given_again_a_message_its_conversation_holds(tmp
                 )
             )  # fmt: skip
 
-    finish = {"tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "-"}}]}
+    finish: dict[str, object] = {
+        "tool_calls": [{"name": "finish", "arguments": {"claim": "done", "evidence": "-"}}]
+    }
     send(store, "r", "Noether", "first: the tests live in tests/")
     live(
         [{"tool_calls": [{"name": "shell", "arguments": {"command": "true"}}]}],
@@ -208,3 +210,23 @@ def test_a_resumed_agent_is_not_given_again_a_message_its_conversation_holds(tmp
     assert sum("first:" in text for text in said) == 1
     assert sum("second:" in text for text in said) == 1
     store.close()
+
+
+def test_a_resumed_inbox_keeps_what_was_sent_while_the_run_was_down_and_what_it_was_given(
+    tmp_path: Path,
+) -> None:
+    """Resumed after the last message it delivered, an inbox still delivers a broadcast and a stop
+    sent since the agent joined (not only those sent after the resume), and remembers what it had
+    been given, so a forward of it still counts its hops."""
+    with EventStore.open(tmp_path / "log.db") as store:
+        send(store, "r", "Noether", "the tests live in tests/", hop=2)
+        before = Inbox(store, "r", "Noether", joined=0)
+        state = LoopState("r", "Noether", "t", [])
+        given = [a for a in before.before_model_call(state) if isinstance(a, Inject)]
+        send(store, "r", EVERYONE, "everyone: the tip moved")
+        request_stop(store, "r", "Noether")
+        again = Inbox(store, "r", "Noether", after=given[0].source, joined=0)
+        actions = again.before_model_call(state)
+    assert [type(a).__name__ for a in actions] == ["Inject", "Halt"]
+    assert isinstance(actions[0], Inject) and "the tip moved" in actions[0].message.content
+    assert again.delivered[0] == ("the tests live in tests/", 2)

@@ -146,3 +146,22 @@ def test_a_lead_session_that_died_with_its_process_goes_to_a_new_session_on_resu
     assert state.unanswered() == [] and state.lead_open == ["T1"]  # T2 is the person's, not the lead's
     apply(state, _event(6, "harness", "fleet_resumed", pid=2, host="elsewhere"))
     assert state.unanswered() == ["T1"] and state.lead_sessions == 1 and state.lead_open is None
+
+
+def test_a_merge_found_lost_at_resume_waits_in_the_queue_again_whatever_happens_next() -> None:
+    """A `merged` whose commit is not on the branch (reconciled as `merge_lost`) puts the candidate back
+    in the fold's queue, so that a second kill before it lands again still finds it waiting."""
+    state = FleetState("r")
+    ref = "refs/hilbert/candidates/T1/poincare"
+    for event in [
+        _event(1, "harness", "fleet_started", plan=_plan(1).model_dump(mode="json"), pid=1, host="h"),
+        _event(2, "harness", "task_started", task="T1", worker="Poincaré", worker_id="poincare", base="b"),
+        _event(
+            3, "harness", "task_attempted", task="T1", worker="Poincaré", status="finished", candidate=ref
+        ),
+        _event(4, "harness", "merged", task="T1", ref=ref, commit="c1"),
+        _event(5, "harness", "merge_reconciled", tasks=["T1"], commit="c1", how="merge_lost"),
+    ]:
+        apply(state, event)
+    assert state.queue == {"T1": ref} and "T1" not in state.merged
+    assert state.attempts["Poincaré"].landed is None and state.attempts["Poincaré"].joined == 2

@@ -100,9 +100,13 @@ class Attempts:
             external, spec = self.external, spec_for(ctx, task, name)
             result = await run_external(ctx, external, gate, spec, checkout, external.worker)
             return AttemptOutcome(result.status, result.cause, result.reason)
-        # one for all runs of the attempt; a resumed one's conversation holds what it delivered before
+        # one for all runs of the attempt; a resumed one's conversation holds what it delivered before,
+        # and broadcasts and stops since its start are its own
         known = ctx.state.agents.get(name.display) if resumed is not None else None
-        inbox = Inbox(ctx.store, ctx.run, name.display, key=ctx.key, after=known.delivered if known else 0)
+        inbox = Inbox(
+            ctx.store, ctx.run, name.display, key=ctx.key,
+            after=known.delivered if known else 0, joined=resumed.joined if resumed else None,
+        )  # fmt: skip
         tools: Tools = MessageTools(
             ToolBox(checkout.work_tree, runner=ctx.runner),
             store=ctx.store,

@@ -77,12 +77,13 @@ def escalation_brief(
     *,
     running: Mapping[str, str] = {},
     held: Sequence[str] = (),
+    done: Sequence[str] = (),
     max_chars: int = 3000,
 ) -> str:
     """The lead's task for one session: the goal, where every task stands, the actions held for the
     person's decision (`held`: each proposal's summary; an earlier session, perhaps one that died,
-    proposed them), and each escalated task with the reason its last attempt did not land (cut to
-    `max_chars`)."""
+    proposed them), what a session that died did already (`done`), and each escalated task with the
+    reason its last attempt did not land (cut to `max_chars`)."""
     tasks = {task.id: task for task in plan.tasks}
     counts: dict[str, int] = {}
     for state in states.values():
@@ -101,6 +102,8 @@ def escalation_brief(
         lines.append("Running now: " + ", ".join(f"{task} ({worker})" for task, worker in running.items()))
     if held:
         lines.append("Waiting for the person's decision (do not propose these again): " + "; ".join(held))
+    if done:
+        lines.append("Done already by a session that was interrupted (do not repeat): " + "; ".join(done))
     for task_id in escalated:
         task, state = tasks[task_id], states[task_id]
         reason = why.get(task_id, "(no reason recorded)")

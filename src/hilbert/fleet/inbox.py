@@ -19,6 +19,7 @@ from hilbert.agent.policies import Action, Halt, Inject, LoopState, Policy
 from hilbert.models.types import Message
 from hilbert.security.envelope import MessageKey, Role, envelope
 from hilbert.store import EventStore
+from hilbert.store.event_store import Event
 
 PERSON = "person"
 LEAD = "lead"
@@ -77,14 +78,31 @@ class Inbox(Policy):
     name = "inbox"
 
     def __init__(
-        self, store: EventStore, run: str, agent: str, *, key: MessageKey | None = None, after: int = 0
+        self,
+        store: EventStore,
+        run: str,
+        agent: str,
+        *,
+        key: MessageKey | None = None,
+        after: int = 0,
+        joined: int | None = None,
     ) -> None:
         self.store, self.run, self.agent, self.key = store, run, agent, key
-        self.joined = store.last_id()  # broadcasts and stops from before this are not this agent's
+        # broadcasts and stops from before `joined` (default: now) are not this agent's
+        self.joined = store.last_id() if joined is None else joined
         # a message addressed to this agent by name is delivered whenever it was sent, but those up to
         # `after` (delivered to a conversation the agent goes on with, e.g. at a resume)
         self.seen = after
-        self.delivered: list[tuple[str, int]] = []
+        self.delivered: list[tuple[str, int]] = []  # (text, hop) of what it was given, for forwarding
+        for event in store.events(run=run, kinds=list(MESSAGE_KINDS), upto_id=after) if after else ():
+            if self._for_me(event):
+                self.delivered.append((str(event.data.get("text", "")), int(event.data.get("hop") or 0)))
+
+    def _for_me(self, event: Event) -> bool:
+        data = event.data
+        if data.get("to") not in (self.agent, EVERYONE) or data.get("sender") == self.agent:
+            return False
+        return event.id > self.joined or (data.get("to") != EVERYONE and event.kind != STOP_REQUESTED)
 
     def before_model_call(self, state: LoopState) -> Sequence[Action]:
         actions: list[Action] = []
@@ -93,9 +111,7 @@ class Inbox(Policy):
         ):
             self.seen = event.id
             data = event.data
-            if data.get("to") not in (self.agent, EVERYONE) or data.get("sender") == self.agent:
-                continue
-            if event.id <= self.joined and (data.get("to") == EVERYONE or event.kind == STOP_REQUESTED):
+            if not self._for_me(event):
                 continue
             if event.kind == STOP_REQUESTED:
                 return [*actions, Halt(STOPPED_BY_PERSON, "person")]

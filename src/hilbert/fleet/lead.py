@@ -28,6 +28,7 @@ from hilbert.fleet.events import (
     ProposalHeld,
     ProposalStale,
     WorkspaceClosed,
+    decode,
 )
 from hilbert.fleet.inbox import EVERYONE, HARNESS, LEAD, PERSON, Inbox, send
 from hilbert.fleet.names import Name, lookup
@@ -54,7 +55,7 @@ class Lead:
     def __init__(self, ctx: RunContext, roster: Callable[[], Sequence[Name]]) -> None:
         self.ctx, self.roster = ctx, roster
         # one for all sessions: none is lost (what a session that died had read goes to the next one)
-        self.inbox = Inbox(ctx.store, ctx.run, LEAD, key=ctx.key, after=ctx.state.lead_read)
+        self.inbox = Inbox(ctx.store, ctx.run, LEAD, key=ctx.key, after=ctx.state.lead_read, joined=0)
         self.woken = asyncio.Event()
 
     # -- Steering ---------------------------------------------------------------------------------
@@ -163,9 +164,17 @@ class Lead:
         checkout = await ctx.workspaces.provision(f"lead-{session}-{ctx.state.last_id}", tip)
         state = ctx.state
         held = [p.summary() for p in proposals(ctx.store, ctx.run) if p.status == "pending"]
+        # what a session that died with its process did already (every lead_action since the last
+        # session that answered): the new one is shown the same messages, and must not do it twice
+        done = [
+            _summary(action)
+            for e in ctx.store.events(run=ctx.run, kinds=["lead_action"], after_id=state.lead_answered_at)
+            if isinstance(action := decode(e), LeadAction)
+        ]
         brief = escalation_brief(
-            self.plan, state.states, escalated, state.feedback, running=state.running_workers(), held=held
-        )
+            self.plan, state.states, escalated, state.feedback,
+            running=state.running_workers(), held=held, done=done,
+        )  # fmt: skip
         inbox = ReadWorkerMessages(self.inbox)  # what this session was shown of workers' messages
         tools = EscalationToolBox(
             checkout.work_tree,
@@ -258,3 +267,10 @@ class Lead:
     def tell_lead(self, text: str) -> None:
         """A note from the harness the lead reads in its current or next session."""
         send(self.ctx.store, self.ctx.run, LEAD, text, sender=HARNESS, key=self.ctx.key)
+
+
+def _summary(action: LeadAction) -> str:
+    """`reassign T5 (start from the new tip…)`: one action of the lead, for a later session's brief."""
+    said = action.note or action.reason or ", ".join(action.into or ())
+    said = said.strip().splitlines()[0][:80] if said.strip() else ""
+    return f"{action.action} {action.task}" + (f" ({said})" if said else "")

@@ -50,6 +50,7 @@ class AttemptView:
     closed: bool = False  # its workspace was removed or archived
     landed: str | None = None  # merged | conflict | rejected
     landed_why: str = ""  # a conflict's hunks, a rejection's output
+    joined: int = 0  # the id of its `task_started`: broadcasts and stops after it are its own
 
     @property
     def accepted(self) -> str | None:
@@ -109,6 +110,7 @@ class FleetState:
     lead_sessions: int = 0
     lead_open: list[str] | None = None  # the tasks of a lead session that has not answered
     lead_read: int = 0  # the last message delivered to a lead session that answered
+    lead_answered_at: int = 0  # the id of that session's `lead_answered`
     queue: dict[str, str] = field(default_factory=dict)  # task -> candidate ref waiting to merge
     landing: ev.MergeLanding | None = None  # the last intent whose `merged` events are not all in
     merged: dict[str, ev.Merged] = field(default_factory=dict)
@@ -317,7 +319,8 @@ def _task_state(state: FleetState, e: ev.TaskStateChanged) -> None:
 
 
 def _task_started(state: FleetState, e: ev.TaskStarted) -> None:
-    state.attempts[e.worker] = AttemptView(e.task, e.worker, e.worker_id, e.base, e.workspace)
+    attempt = AttemptView(e.task, e.worker, e.worker_id, e.base, e.workspace, joined=state.last_id)
+    state.attempts[e.worker] = attempt
     state.current[e.task] = e.worker
     state.workers_used.append(e.worker_id)
 
@@ -381,7 +384,7 @@ def _merged(state: FleetState, e: ev.Merged) -> None:
         state.landing = None
 
 
-def _landed(state: FleetState, task: str, ref: str, how: str, why: str = "") -> None:
+def _landed(state: FleetState, task: str, ref: str, how: str | None, why: str = "") -> None:
     state.queue.pop(task, None)
     worker_id = ref.rsplit("/", 1)[-1]
     attempt = next((a for a in state.attempts.values() if a.worker_id == worker_id and a.task == task), None)
@@ -393,7 +396,10 @@ def _reconciled(state: FleetState, e: ev.MergeReconciled) -> None:
     if e.how in ("landing_lost", "merge_lost"):
         state.landing = None
         for task in e.tasks:
-            state.merged.pop(task, None)
+            lost = state.merged.pop(task, None)
+            if lost is not None:  # its merge is not on the branch: the candidate waits again
+                _landed(state, task, lost.ref, None)
+                state.queue[task] = lost.ref
 
 
 def _rejected(state: FleetState, e: ev.MergeRejected | ev.MergeConflict) -> None:
@@ -413,6 +419,7 @@ def _answered(state: FleetState, e: ev.LeadAnswered) -> None:
     state.lead_open = None
     lead = state.agents.get(LEAD)
     state.lead_read = lead.delivered if lead else state.lead_read
+    state.lead_answered_at = state.last_id
 
 
 def _lead_action(state: FleetState, e: ev.LeadAction) -> None:
