@@ -4,41 +4,60 @@
 Every process life of `hilbert run` gets its own `HILBERT_CRASH_AT` (`hilbert.fleet.crash`): the
 orchestrator SIGKILLs itself after the K-th event of a kind it committed, or at a named point, and
 writes a `crash_point` event first; the next life is `hilbert run --resume`. Which kill each life
-gets is drawn from `random.Random(seed)`; the named points the proof needs are owed until each was hit
-twice. A bisection needs a red merge batch: while `Drill.poisoned` is set, the project's test
-command (a wrapper outside the repository) fails every merge build that changes two or more source
-files, so the queue bisects; without it the wrapper is the plain suite.
+gets is drawn from `random.Random(seed)`; the named points the proof needs are armed in every life
+until each was hit twice. A run that finishes before the drill has its kills is followed by a fresh
+run (a `Drill` each), until the sweep has them all.
+
+The model (`DrillModel`) is the simulated engineer, but for two tasks whose worker asks the lead for
+a new task and then gives up (they escalate), and for the lead, which proposes the asked-for task
+(held for the person: the lead read a worker's message) unless it is waiting already, and settles
+the escalated tasks. A bisection needs a red merge batch: a life that starts with two or more
+candidates waiting to merge may be poisoned: the project's test command (a wrapper outside the
+repository) then fails every merge build of two or more candidates, so the queue bisects; without
+the poison it is the plain suite.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import hilbert.sim  # noqa: F401  (registers the simulated engineer with the fake server)
 from hilbert.commands import command_env
+from hilbert.fleet.inbox import send
 from hilbert.fleet.plan import Plan, Task, write_plan
+from hilbert.fleet.state import FleetState, Fold
+from hilbert.models.types import ToolCall
+from hilbert.security.envelope import MessageKey
 from hilbert.sim.sample import SampleProject, generate_sample_project
 from hilbert.store import EventStore
 from hilbert.store.event_store import Event
+from hilbert.testing.fake_server.responder import Conversation, Reply
+from hilbert.testing.fake_server.responders import make_responder
+from hilbert.workspaces.integration import INTEGRATION
 
-# fails a merge build (HEAD) that changes two or more of the package's files against the tip, while
-# the poison file exists; else runs the suite (the merge queue's "no new failures" reads its output)
+# While the poison file exists (it lists the bugs fixed on the tip when the life started), fails any
+# build that fixes two or more bugs more (a merge batch of several candidates), and is slow otherwise,
+# so that candidates queue up; else runs the suite (the merge queue's "no new failures" reads its
+# output). It reads only the files: inside the sandbox the tree's git directory is out of sight.
 CHECK = """\
-import pathlib, subprocess, sys
-def git(*args):
-    return subprocess.run(["git", *args], capture_output=True, text=True)
-TIP = "hilbert/integration"
-if pathlib.Path({poison!r}).exists() and git("rev-parse", "-q", "--verify", TIP).returncode == 0:
-    changed = git("diff", "--name-only", TIP, "HEAD", "--", {package!r}).stdout.split()
-    if len(changed) >= 2:
-        print("poisoned: this build changes " + ", ".join(changed))
+import json, pathlib, subprocess, sys, time
+poison = pathlib.Path({poison!r})
+if poison.exists():
+    bugs = {bugs!r}  # (index, file, the mutated line): a bug is fixed once its line is gone
+    fixed = {{n for n, file, line in bugs if line not in pathlib.Path(file).read_text()}}
+    more = sorted(fixed - set(json.loads(poison.read_text())))
+    if len(more) >= 2:
+        print(f"poisoned: this build fixes {{len(more)}} more bugs: {{more}}")
         sys.exit(3)
+    time.sleep(3)
 sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q"]).returncode)
 """
 
@@ -63,7 +82,73 @@ DRAWN = (
     ("merged", 3),
     ("point:after_landing_logged", 1),
 )
-NAMED = ("point:after_ref_moved", "merge_bisect", "gate_verdict")
+NAMED = ("point:after_ref_moved", "merge_bisect", "gate_verdict", "proposal_held")
+ASK = "ask the lead for RELEASE-{task}.txt"  # the title of a task whose worker asks, then gives up
+ASKS = 2
+_BRIEF_TASK = re.compile(r"^Task (\w+): ask the lead", re.MULTILINE)
+_ESCALATED = re.compile(r"^## (\S+) — (.*)$", re.MULTILINE)
+_WAITING = re.compile(r"^Waiting for the person's decision.*$", re.MULTILINE)
+
+
+def asked_for(task: str) -> str:
+    """The id of the task the worker of ask task `task` asks the lead to add."""
+    return f"R{task}"
+
+
+class DrillModel:
+    """The fake server's responder: the lead (model `lead`), the two ask tasks' workers, and the
+    simulated engineer for every other task. Like every responder it decides from the conversation."""
+
+    name = "resume-drill"
+
+    def __init__(self, seed: int) -> None:
+        self.engineer = make_responder("engineer", seed=seed)
+
+    def reply(self, conversation: Conversation) -> Reply:
+        first = next((m.content for m in conversation.messages if m.role == "user"), "")
+        turn = sum(1 for m in conversation.messages if m.role == "assistant")
+        if conversation.model == "lead":
+            offered = {t.name for t in conversation.tools}
+            asked = " ".join(m.content for m in conversation.messages if 'role="worker"' in m.content)
+            return _call("lead", turn, *_lead_script(first, asked, offered, turn))
+        asking = _BRIEF_TASK.search(first)
+        if asking is None:
+            return self.engineer.reply(conversation)
+        task = asking.group(1)
+        if turn == 0:  # every attempt asks again; then it claims done, and its check cannot pass
+            text = f"Please add a task that writes RELEASE-{task}.txt; the release needs it."
+            return _call(task, turn, "send_message", {"to": "lead", "text": text})
+        return _call(task, turn, "finish", {"claim": "done", "evidence": "I asked the lead."})
+
+
+def _lead_script(brief: str, asked: str, offered: set[str], turn: int) -> tuple[str, dict[str, Any]]:
+    """Turn `turn` of a lead session on `brief`: add each task a worker `asked` for in this session
+    that is not waiting for the person already, reassign any other escalated task, settle the ask
+    tasks as impossible, finish."""
+    if "add_task" not in offered:
+        return "", {}
+    waiting = found.group(0) if (found := _WAITING.search(brief)) else ""
+    escalated = _ESCALATED.findall(brief)
+    asks = [task for task, title in escalated if title == ASK.format(task=task)]
+    script: list[tuple[str, dict[str, Any]]] = []
+    for task in asks:
+        if f"RELEASE-{task}.txt" in asked and f"RELEASE-{task}.txt" not in waiting:
+            title = f"write RELEASE-{task}.txt"
+            new = {"id": asked_for(task), "title": title, "verify": f"test -f RELEASE-{task}.txt"}
+            script.append(("add_task", {"task": new}))
+    for task, _ in escalated:
+        if task in asks:
+            script.append(("mark_impossible", {"task": task, "reason": "its check cannot pass as written"}))
+        else:
+            script.append(("reassign", {"task": task, "note": "Start again from the tip; run the check."}))
+    script.append(("finish", {"claim": "answered the escalations", "evidence": "-"}))
+    return script[turn] if turn < len(script) else ("", {})
+
+
+def _call(who: str, turn: int, tool: str, arguments: dict[str, Any]) -> Reply:
+    if not tool:
+        return Reply(text="I have finished.")
+    return Reply(tool_calls=(ToolCall(f"call_{who}_{turn}", tool, arguments),))
 
 
 def commit_all(path: Path) -> None:
@@ -76,8 +161,10 @@ def commit_all(path: Path) -> None:
 
 
 def plan_of(project: SampleProject) -> Plan:
-    """One task per broken function; tasks on one file may run at once (they merge, or conflict)."""
-    tasks: list[Task] = []
+    """The ask tasks first (they start at once, so their escalations come early in the run), then one
+    task per broken function; tasks on one file may run at once (they merge, or conflict)."""
+    tasks = [Task(id=f"T{n}", title=ASK.format(task=f"T{n}"), verify=f"test -f RELEASE-T{n}.txt")
+             for n in range(1, ASKS + 1)]  # fmt: skip
     for bug in project.bugs:
         test_file = f"tests/test_{Path(bug.file).stem}.py"
         source = (project.path / test_file).read_text()
@@ -127,19 +214,27 @@ class Drill:
         commit_all(self.project.path)
         self.plan = plan_of(self.project)
         (self.home / "PLAN.md").write_text(write_plan(self.plan))
-        # a person's config: more attempts per task (the poisoned lives reject some candidates)
-        (self.home / "hilbert.toml").write_text("[fleet]\nmax_attempts = 6\nmerge_batch = 8\n")
+        # a person's config: the ask tasks escalate after three attempts; batches of up to eight
+        (self.home / "hilbert.toml").write_text("[fleet]\nmax_attempts = 3\nmerge_batch = 8\n")
         # the wrapper and its switch sit in a folder on PATH: the sandbox gives commands a private /tmp
         # but binds PATH's folders back (read-only), so the merge checks see the switch flip
         bin_dir = self.home / "bin"
         bin_dir.mkdir()
         self.poison = bin_dir / "poisoned"
         self.check = bin_dir / "check.py"
-        self.check.write_text(CHECK.format(poison=str(self.poison), package=self.project.package))
+        bugs = [  # a bug is fixed once its line is gone: only those whose line is there once
+            (n, bug.file, bug.mutated)
+            for n, bug in enumerate(self.project.bugs)
+            if (self.project.path / bug.file).read_text().count(bug.mutated) == 1
+        ]
+        self.check.write_text(CHECK.format(poison=str(self.poison), bugs=bugs))
         env = command_env(hilbert_python_first=True)
         self.env = {**env, "PATH": f"{bin_dir}:{env['PATH']}", "HILBERT_HOME": str(self.home / "hilbert")}
         self.db = self.home / "hilbert" / "hilbert.db"
-        self.model = ["--model", f"openai:fake@{self.base_url}", "--unsandboxed"]
+        self.model = [
+            "--model", f"openai:fake@{self.base_url}", "--lead-model", f"openai:lead@{self.base_url}",
+            "--unsandboxed",
+        ]  # fmt: skip
 
     @property
     def guard(self) -> str:
@@ -147,8 +242,8 @@ class Drill:
         return f"model_call:{10 * self.workers}"
 
     def guarded(self, crash: str) -> str:
-        """`crash` with the guard, unless it is a model_call point already (one K per kind)."""
-        if not crash or crash.startswith("model_call:"):
+        """`crash` with the guard, unless it has a model_call point already (one K per kind)."""
+        if not crash or any(entry.startswith("model_call:") for entry in crash.split(",")):
             return crash
         return f"{crash},{self.guard}"
 
@@ -175,7 +270,20 @@ class Drill:
         """One process life: the run's first, or a resume; killed at `crash` (with the guard)."""
         life = Life(len(self.lives) + 1, crash)
         if poisoned:
-            self.poison.touch()
+            self.poison.write_text(json.dumps(sorted(self.fixed_on_tip())))
+        if (
+            self.lives
+        ):  # the person writes to two running workers: read in this life, kept across the next kill
+            with EventStore.open(self.db) as store:
+                running = list(Fold(store, self.run).catch_up().running_workers().values())
+                for worker in running[:2]:
+                    send(
+                        store,
+                        self.run,
+                        worker,
+                        "From the person: keep going.",
+                        key=MessageKey.for_run(self.root),
+                    )
         try:
             args = self.start_args() if not self.lives else self.resume_args()
             spec = self.guarded(crash)
@@ -188,6 +296,27 @@ class Drill:
             life.point = points[-1].data["point"] if points else None
         self.lives.append(life)
         return life
+
+    def fixed_on_tip(self) -> set[int]:
+        """The bugs fixed on the integration branch now (their mutated line is gone)."""
+        fixed = set()
+        for n, bug in enumerate(self.project.bugs):
+            shown = subprocess.run(
+                ["git", "--git-dir", str(self.root / "integration.git"), "show", f"{INTEGRATION}:{bug.file}"],
+                capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            if bug.mutated not in shown:
+                fixed.add(n)
+        return fixed
+
+    @property
+    def asks(self) -> set[str]:
+        return {t.id for t in self.plan.tasks if t.title == ASK.format(task=t.id)}
+
+    def state(self) -> FleetState:
+        """The run as its log has it now (`hilbert.fleet.state`)."""
+        with EventStore.open(self.db) as store:
+            return Fold(store, self.run).catch_up()
 
     def events(self, *, kinds: list[str] | None = None) -> list[Event]:
         with EventStore.open(self.db) as store:
@@ -203,25 +332,62 @@ class Drill:
 
     def kills(self) -> Counter[str]:
         """Where the lives were killed: `kind` or `point:name`, from the `crash_point` events."""
+        if not self.db.exists():
+            return Counter()
         return Counter(e.data["point"].rsplit(":", 1)[0] for e in self.events(kinds=["crash_point"]))
 
 
-def schedule(rng: random.Random, drill: Drill, *, named_times: int = 2) -> Iterator[tuple[str, bool]]:
-    """(crash spec, poisoned) for each life: the named points until each was hit `named_times`, mixed
-    with seeded draws over event kinds and positions; never ends (the caller stops at the finish)."""
-    while True:
-        hits = drill.kills()
-        owed = [p for p in NAMED if hits[p] < named_times]
-        landing = bool(drill.lives) and bool(drill.events(kinds=["task_attempted"]))
-        if owed and landing and rng.random() < 0.8:
-            point = rng.choice(owed)
-            if point == "point:after_ref_moved":
-                yield "point:after_ref_moved:1", False
-            elif point == "merge_bisect":
-                yield "merge_bisect:1", True
-            else:
-                yield f"gate_verdict:{rng.randint(1, 3)}", False
-            continue
-        kind, most = rng.choice(DRAWN if landing else DRAWN[:4])
+@dataclass
+class Sweep:
+    """The drill's runs, one after another in folders of `home`, until it has its kills."""
+
+    home: Path
+    seed: int
+    bugs: int
+    workers: int
+    base_url: str
+    drills: list[Drill] = field(default_factory=list)
+
+    def fresh(self) -> Drill:
+        n = len(self.drills) + 1
+        self.drills.append(
+            Drill(self.home / f"run-{n}", self.seed + n - 1, self.bugs, self.workers, self.base_url)
+        )
+        return self.drills[-1]
+
+    @property
+    def lives(self) -> int:
+        return sum(len(drill.lives) for drill in self.drills)
+
+    def kills(self) -> Counter[str]:
+        return sum((drill.kills() for drill in self.drills if drill.lives), Counter())
+
+
+def schedule(
+    rng: random.Random, drill: Drill, hits: Counter[str], *, named_times: int = 2
+) -> tuple[str, bool]:
+    """(crash spec, poisoned) for the next life of `drill`: a seeded draw over event kinds and
+    positions, or one of the named points still owed; the owed points that happen rarely (a lead
+    session holding a proposal, a bisection) are armed in every life besides. A life that starts with
+    two or more candidates waiting to merge (or, now and then, once candidates are coming) is
+    poisoned while a bisection is owed."""
+    owed = [p for p in NAMED if hits[p] < named_times]
+    state = drill.state() if drill.lives else None
+    ended = state is not None and any(attempt.ended for attempt in state.attempts.values())
+    landing = set(state.landing.tasks) if state and state.landing else set()
+    waiting = len(set(state.queue) - landing) if state else 0
+    spec: dict[str, int] = {}
+    poisoned = "merge_bisect" in owed and (waiting >= 2 or (ended and rng.random() < 0.3))
+    if poisoned:  # it dies at its first landing at the latest: the poison lists the bugs fixed before it
+        spec["merge_bisect"], spec["merged"] = 1, 1
+    elif owed and ended and rng.random() < 0.8:
+        point = rng.choice([p for p in owed if p != "merge_bisect"] or owed)
+        spec[point] = rng.randint(1, 3) if point == "gate_verdict" else 1
+    else:
+        kind, most = rng.choice(DRAWN if ended else DRAWN[:4])
         low, high = (drill.workers, most * drill.workers) if kind in PER_WORKER else (1, most)
-        yield (f"{kind}:{rng.randint(low, high)}" if not kind.startswith("point:") else f"{kind}:1"), False
+        spec[kind] = 1 if kind.startswith("point:") else rng.randint(low, high)
+    for rare in ("proposal_held", "merge_bisect"):
+        if rare in owed:
+            spec.setdefault(rare, 1)
+    return ",".join(f"{kind}:{k}" for kind, k in spec.items()), poisoned
