@@ -57,7 +57,7 @@ class Resumed:
     reshown: int = 0  # lead sessions after a kill that were shown the dead session's messages again
 
 
-@pytest.mark.timeout(3600 if SOAK else 1200)
+@pytest.mark.timeout(3600 if SOAK else 1800)
 def test_a_fleet_killed_over_50_times_resumes_to_the_same_end(tmp_path: Path) -> None:
     seed = int(os.environ.get("HILBERT_RESUME_SEED", random.randrange(1_000_000)))
     rng = random.Random(seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import time
 
 import anthropic
@@ -171,3 +172,18 @@ def test_presets_and_distributions_parse() -> None:
     FakeServer(
         _policy(), latency="ttft=lognormal:0.4:0.5,tps=uniform:50:90", faults="hang=0.01,truncate=0.05"
     )
+
+
+def test_a_client_killed_mid_request_is_no_error_of_the_server(caplog: pytest.LogCaptureFixture) -> None:
+    """A client that dies while sending its request (an orchestrator killed by the resume drill) leaves
+    no traceback in the server's log, and the server goes on answering."""
+    with FakeServer(_policy()) as server:
+        with socket.create_connection((server.host, server.port)) as raw:
+            raw.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 1000\r\n\r\n{"model": "fake-gpt", '
+            )  # then the client is gone, its body never finished
+        with _openai(server) as client:
+            answer = client.chat.completions.create(model="fake-gpt", messages=TASK)
+    assert answer.choices[0].message is not None
+    assert not [r for r in caplog.records if "Exception in ASGI application" in r.getMessage()]

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -146,7 +146,10 @@ class FakeApp:
 
     def _completion(self, wire: ModuleType) -> Any:
         async def endpoint(request: Request) -> Any:
-            return await self.complete(request, wire)
+            try:
+                return await self.complete(request, wire)
+            except ClientDisconnect:  # the client went away mid-request (it was killed): nobody to answer
+                return Response(status_code=499)
 
         return endpoint
 
