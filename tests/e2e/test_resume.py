@@ -1,9 +1,9 @@
-"""A fleet of 32 workers on 40 bugs (and two tasks that escalate to the lead), killed (SIGKILL, at
+"""A fleet of 32 workers on 40 bugs and two tasks that escalate to the lead, killed (SIGKILL, at
 points its own log defines) again and again and resumed with `hilbert run --resume` each time until
 it finishes, through the real command line and a fake model server with latency and faults (the
-drill: `resume_support.py`). `make test` kills it at each named point once; `make soak`
-(`HILBERT_RESUME_SOAK=1`) at each twice and 50 times in all. A run that finishes before the kills are
-in is followed by a fresh one.
+drill: `resume_support.py`). `make soak` (`HILBERT_RESUME_SOAK=1`) kills it at each named point twice
+and 50 times in all; `make test` runs 16 workers on 24 bugs and kills it at each named point once.
+A run that finishes before the kills are in is followed by a fresh one.
 
 What a person relies on afterwards, for each run: every task merged exactly once (in the log and on
 the branch); the integration branch passes the suite from a fresh clone; every agent's log is whole
@@ -38,8 +38,9 @@ from hilbert.testing.fake_server.openai_chat_wire import parse
 from hilbert.workspaces.integration import INTEGRATION
 
 SOAK = os.environ.get("HILBERT_RESUME_SOAK") == "1"
-# `make test`: each named point once; `make soak`: each twice, 50 kills in all
-BUGS, WORKERS, KILLS, TWICE = (40, 32, 50, 2) if SOAK else (40, 32, 4, 1)
+# `make test`: a smaller fleet (24 bugs, 16 workers: next to the rest of the suite on two cores), each
+# named point once; `make soak`: 40 bugs, 32 workers, each named point twice, 50 kills in all
+BUGS, WORKERS, KILLS, TWICE = (40, 32, 50, 2) if SOAK else (24, 16, 4, 1)
 if os.environ.get("HILBERT_RESUME_SIZE"):  # BUGS,WORKERS,KILLS: a smaller drill while working on it
     BUGS, WORKERS, KILLS = map(int, os.environ["HILBERT_RESUME_SIZE"].split(","))
 LATENCY = "ttft=0.05,tps=2000"

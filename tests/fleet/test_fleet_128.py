@@ -177,9 +177,10 @@ def test_128_workers_land_128_tasks_through_faults_conflicts_and_dependencies(tm
     calls = [e for e in events if e.kind == "model_call"]
     completions = [r for r in requests if r["path"].endswith("/chat/completions")]
     errors = [e for e in events if e.kind == "model_error"]
-    assert sum(e.data["attempts"] for e in calls) + sum(e.data.get("attempts", 1) for e in errors) == len(
-        completions
-    ), (len(calls), len(errors), len(completions), faults)
+    # (but a call in flight when liveness cancelled a hung worker: answered, never logged)
+    logged = sum(e.data["attempts"] for e in calls) + sum(e.data.get("attempts", 1) for e in errors)
+    cancelled = sum(1 for e in harness if e.kind == "worker_hung")
+    assert logged <= len(completions) <= logged + cancelled, (logged, cancelled, len(completions), faults)
 
     # every worker that started stopped, with a name of its own, and each has a complete history
     started = [e.agent for e in events if e.kind == "agent_started"]
