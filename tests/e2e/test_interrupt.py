@@ -60,8 +60,7 @@ def test_ctrl_c_once_stops_cleanly_twice_exits_at_once_and_resume_finishes(tmp_p
     (tmp_path / "PLAN.md").write_text(write_plan(Plan(goal="make the tests pass", tasks=tasks)))
     env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
     db = tmp_path / "home" / "hilbert.db"
-    # slow enough that the run is still going when the test, starved on a busy machine, presses Ctrl-C
-    with FakeServer("engineer", seed=5, latency="ttft=0.8,tps=400") as engineer:
+    with FakeServer("engineer", seed=5, latency="ttft=0.2,tps=400") as engineer:
         model = ["--model", f"openai:fake@{engineer.openai_base_url}", "--unsandboxed"]
 
         def start(*args: str) -> subprocess.Popen[str]:
@@ -72,6 +71,9 @@ def test_ctrl_c_once_stops_cleanly_twice_exits_at_once_and_resume_finishes(tmp_p
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                # Ctrl-C reaches it as in a terminal, even when this suite was started in the background
+                # (a non-interactive shell's `&` ignores SIGINT, and a child inherits that)
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
 
         first = start("run", "--plan", "PLAN.md", "--repo", "repo", "--workers", "3")
