@@ -165,12 +165,14 @@ def check_merged_once(drill: Drill, events: list[Event], seed: int) -> None:
     integration = drill.root / "integration.git"
     log = git(integration, "log", "--first-parent", "--format=%H %s", INTEGRATION).splitlines()
     landed = Counter(m.group(1) for line in log if (m := re_merge(line.split(" ", 1)[1])))
-    tips = {line.split(" ", 1)[0] for line in log}
-    empty = {  # a landing that moved nothing: the tip had its change already
+    # a task whose worker found its bug fixed already (by another task's fix) has a candidate the branch
+    # held before its landing: merging it changed nothing, so it has no merge commit of its own
+    before = {task: e.data["old"] for e in events if e.kind == "merge_landing" for task in e.data["tasks"]}
+    refs = {e.data["task"]: e.data["ref"] for e in events if e.kind == "merged"}
+    empty = {
         task
-        for e in events
-        if e.kind == "merge_landing" and e.data["commit"] == e.data["old"] and e.data["commit"] in tips
-        for task in e.data["tasks"]
+        for task in set(tasks) - set(landed)
+        if task in before and task in refs and _is_ancestor(integration, refs[task], before[task])
     }
     assert landed + Counter(empty) == Counter(tasks), (seed, landed, empty)
     # no patch applied twice: each merge commit's change is its own
@@ -205,6 +207,11 @@ def check_proposals(
         shown = {e.data.get("source") for e in events if e.agent == "lead" and reopened < e.id}
         assert read - {None} and read - {None} <= shown, (seed, read, shown)
         resumed.reshown += 1
+
+
+def _is_ancestor(repo: Path, commit: str, of: str) -> bool:
+    found = subprocess.run(["git", "--git-dir", str(repo), "merge-base", "--is-ancestor", commit, of])
+    return found.returncode == 0
 
 
 def re_merge(subject: str) -> re.Match[str] | None:
