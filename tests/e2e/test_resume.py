@@ -2,7 +2,7 @@
 points its own log defines) again and again and resumed with `hilbert run --resume` each time until
 it finishes, through the real command line and a fake model server with latency and faults (the
 drill: `resume_support.py`). `make soak` (`HILBERT_RESUME_SOAK=1`) kills it at each named point twice
-and 50 times in all; `make test` runs 16 workers on 24 bugs and kills it at each named point once.
+and 50 times in all; `make test` runs 6 workers on 8 bugs and kills it at each named point once.
 A run that finishes before the kills are in is followed by a fresh one.
 
 What a person relies on afterwards, for each run: every task merged exactly once (in the log and on
@@ -38,9 +38,9 @@ from hilbert.testing.fake_server.openai_chat_wire import parse
 from hilbert.workspaces.integration import INTEGRATION
 
 SOAK = os.environ.get("HILBERT_RESUME_SOAK") == "1"
-# `make test`: a smaller fleet (24 bugs, 16 workers: next to the rest of the suite on two cores), each
+# `make test`: a small fleet (8 bugs, 6 workers: beside the rest of the suite on two cores), each
 # named point once; `make soak`: 40 bugs, 32 workers, each named point twice, 50 kills in all
-BUGS, WORKERS, KILLS, TWICE = (40, 32, 50, 2) if SOAK else (24, 16, 4, 1)
+BUGS, WORKERS, KILLS, TWICE = (40, 32, 50, 2) if SOAK else (8, 6, 4, 1)
 if os.environ.get("HILBERT_RESUME_SIZE"):  # BUGS,WORKERS,KILLS: a smaller drill while working on it
     BUGS, WORKERS, KILLS = map(int, os.environ["HILBERT_RESUME_SIZE"].split(","))
 LATENCY = "ttft=0.05,tps=2000"
@@ -90,7 +90,8 @@ def test_a_fleet_killed_over_50_times_resumes_to_the_same_end(tmp_path: Path) ->
                 status = drill.hilbert("status")
                 assert "interrupted" in status.stdout, (why, status.stdout)
                 assert f"hilbert run --resume {drill.run}" in status.stdout, (why, status.stdout)
-            assert sweep.lives < 4 * KILLS + 20, f"seed {seed}: the sweep does not end"
+            # a small drill needs more lives per kill: its named points come round less often
+            assert sweep.lives < max(4 * KILLS + 20, 60), f"seed {seed}: the sweep does not end: {dict(hits)}"
 
     kills = sweep.kills()
     print(

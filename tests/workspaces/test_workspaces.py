@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -202,12 +202,21 @@ def test_archive_keeps_unfinished_work_and_removes_merged(
     (unmerged.work_tree / "u.txt").write_text("committed, never merged\n")
     unmerged_sha = asyncio.run(ws.commit(unmerged, "unmerged work"))
 
+    heard: dict[str, tuple[str, bool]] = {}  # what `closing` heard, and whether the work tree was there
+
+    def closing_for(c: Checkout) -> Callable[[str], None]:
+        return lambda kept: heard.setdefault(c.worker_id, (kept, c.work_tree.is_dir()))
+
     messages = {
-        c.worker_id: asyncio.run(ws.archive_or_remove(c, Integration(integration, ws.git, "main")))
+        c.worker_id: asyncio.run(
+            ws.archive_or_remove(c, Integration(integration, ws.git, "main"), closing=closing_for(c))
+        )
         for c in (clean, merged, dirty, unmerged)
     }
     for c in (clean, merged, dirty, unmerged):
         assert not c.work_tree.exists() and not c.git_dir.exists()
+        # told before anything was removed (a log written then never misses a workspace that is gone)
+        assert heard[c.worker_id] == (messages[c.worker_id], True)
     assert "removed" in messages["clean"] and "archived" not in messages["clean"]
     assert "archived" not in messages["merged"]
     assert "1 uncommitted" in messages["dirty"]

@@ -26,7 +26,7 @@ from hilbert.agent.tools import ScopedTools, ToolBox, Tools
 from hilbert.context.policy import compaction_for
 from hilbert.errors import RunError
 from hilbert.fleet.context import RunContext
-from hilbert.fleet.events import AttemptResumed, TaskAttempted, TaskStarted, WorkerRestarted, WorkspaceClosed
+from hilbert.fleet.events import AttemptResumed, TaskAttempted, TaskStarted, WorkerRestarted
 from hilbert.fleet.inbox import Inbox
 from hilbert.fleet.liveness import Watch, minutes
 from hilbert.fleet.messages import MessageTools
@@ -368,7 +368,7 @@ async def landed(
 async def close(ctx: RunContext, checkout: Checkout, outcome: AttemptOutcome) -> None:
     """Remove the attempt's workspace when its work is safe in the integration repository, else archive it."""
     if checkout.work_tree.exists():
-        kept = await asyncio.shield(
-            ctx.workspaces.archive_or_remove(checkout, ctx.integration, outcome.candidate)
+        closing = ctx.closing(checkout.worker_id)
+        await asyncio.shield(
+            ctx.workspaces.archive_or_remove(checkout, ctx.integration, outcome.candidate, closing=closing)
         )
-        ctx.record(WorkspaceClosed(worker=checkout.worker_id, message=kept))

@@ -8,13 +8,14 @@ returns, so a decision taken after `record` sees its own effect.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hilbert.agent.policies import CostPool
 from hilbert.commands import Runner
 from hilbert.fleet.crash import Crashes
-from hilbert.fleet.events import FleetEvent, TaskStateChanged
+from hilbert.fleet.events import FleetEvent, TaskStateChanged, WorkspaceClosed
 from hilbert.fleet.scheduler import TaskState
 from hilbert.fleet.state import HARNESS, FleetState, Fold
 from hilbert.fleet.stop_gate import Panel
@@ -66,6 +67,14 @@ class RunContext:
         committed = self.store.append(self.run, HARNESS, event.kind, event.data())
         self.fold.catch_up()
         return committed
+
+    def closing(self, worker_id: str, prefix: str = "") -> Callable[[str], None]:
+        """What `archive_or_remove` calls before it removes a workspace: `workspace_closed` logged."""
+
+        def closing(kept: str) -> None:
+            self.record(WorkspaceClosed(worker=worker_id, message=prefix + kept))
+
+        return closing
 
     def set_state(self, state: TaskState) -> None:
         self.record(

@@ -27,7 +27,6 @@ from hilbert.fleet.events import (
     ProposalApplied,
     ProposalHeld,
     ProposalStale,
-    WorkspaceClosed,
     decode,
 )
 from hilbert.fleet.inbox import EVERYONE, HARNESS, LEAD, PERSON, Inbox, send
@@ -197,8 +196,8 @@ class Lead:
             )
             spend.settle(result.cost_usd)
         finally:
-            kept = await asyncio.shield(ctx.workspaces.archive_or_remove(checkout, ctx.integration))
-            ctx.record(WorkspaceClosed(worker=checkout.worker_id, message=kept))
+            closing = ctx.closing(checkout.worker_id)
+            await asyncio.shield(ctx.workspaces.archive_or_remove(checkout, ctx.integration, closing=closing))
         return result
 
     def consulted(self, finished: asyncio.Task[AgentResult]) -> None:

@@ -48,7 +48,6 @@ from hilbert.fleet.events import (
     Merged,
     MergeReconciled,
     MergeRequeued,
-    WorkspaceClosed,
 )
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.outcomes import AttemptOutcome, after_attempt, after_merge, failure
@@ -270,8 +269,10 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
         if attempt.ended is not None and not attempt.closed and not attempt.worker_id.startswith("lead-"):
             checkout = ctx.workspaces.existing(attempt.worker_id, attempt.base)
             if checkout.work_tree.exists():  # removed only when its work is safe; else archived
-                kept = await ctx.workspaces.archive_or_remove(checkout, integration, attempt.candidate)
-                ctx.record(WorkspaceClosed(worker=attempt.worker_id, message=kept))
+                closing = ctx.closing(attempt.worker_id)
+                await ctx.workspaces.archive_or_remove(
+                    checkout, integration, attempt.candidate, closing=closing
+                )
     queued = {**state.queue, **requeue}
     verify = {t.id: t.verify for t in state.plan.tasks} if state.plan else {}
     pending = [
@@ -300,13 +301,12 @@ async def _orphans(ctx: RunContext, attempts: set[str]) -> None:
         found = await ctx.git.run(
             f"--git-dir={checkout.git_dir}", "rev-parse", "--verify", checkout.ref, check=False
         )
+        closing = ctx.closing(worker_id, prefix="at resume, no attempt held it: ")
         if found.returncode != 0:  # no repository to judge it by: keep the files, whatever they are
-            kept = await ctx.workspaces.archive_or_remove(checkout, ctx.integration)
+            await ctx.workspaces.archive_or_remove(checkout, ctx.integration, closing=closing)
         else:
-            kept = await ctx.workspaces.archive_or_remove(
-                replace(checkout, base=found.stdout.strip()), ctx.integration
-            )
-        ctx.record(WorkspaceClosed(worker=worker_id, message=f"at resume, no attempt held it: {kept}"))
+            judged = replace(checkout, base=found.stdout.strip())
+            await ctx.workspaces.archive_or_remove(judged, ctx.integration, closing=closing)
     for git_dir in sorted((ctx.root / "git").glob("*.git")):
         if (
             git_dir.name[: -len(".git")] not in attempts

@@ -39,6 +39,7 @@ import re
 import shutil
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,25 +211,41 @@ class Workspaces:
         return tip.stdout.strip()
 
     async def archive_or_remove(
-        self, checkout: Checkout, integration: Integration, integration_ref: str | None = None
+        self,
+        checkout: Checkout,
+        integration: Integration,
+        integration_ref: str | None = None,
+        *,
+        closing: Callable[[str], None] = lambda kept: None,
     ) -> str:
         """Remove the checkout if it holds nothing new, else archive it first; says what was kept. A
         checkout whose repository git cannot read (damaged, removed) cannot be judged: its work tree is
-        archived whole and nothing is removed."""
+        archived whole and nothing is removed. `closing(kept)` hears the outcome once the archive is
+        written and before anything is removed, so that a log written there never misses a workspace
+        that is gone (a kill while removing leaves a closed workspace half there, never one gone
+        unrecorded)."""
         try:
-            return await self._archive_or_remove(checkout, integration, integration_ref or integration.ref)
+            return await self._archive_or_remove(
+                checkout, integration, integration_ref or integration.ref, closing
+            )
         except RunError as unreadable:
             archive = self.root / "archive"
             archive.mkdir(parents=True, exist_ok=True)
             tarball = self._archive_stem(checkout).with_suffix(".tar.gz")
             await asyncio.to_thread(_tar, checkout.work_tree, tarball, checkout.worker_id)
-            return (
+            kept = (
                 f"{checkout.worker_id}: archived the work tree to {tarball} and removed nothing: "
                 f"its repository cannot be read ({unreadable})"
             )
+            closing(kept)
+            return kept
 
     async def _archive_or_remove(
-        self, checkout: Checkout, integration: Integration, integration_ref: str
+        self,
+        checkout: Checkout,
+        integration: Integration,
+        integration_ref: str,
+        closing: Callable[[str], None],
     ) -> str:
         tip = (await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)).stdout.strip()
         status = await self._worker_git(checkout, "status", "--porcelain", "--untracked-files=all")
@@ -242,16 +259,19 @@ class Workspaces:
                 unmerged = int(count.stdout.strip() or "0")
         name = checkout.worker_id
         if not dirty and not unmerged:
-            await self._remove(checkout)
-            return f"{name}: removed workspace (no uncommitted changes, branch merged into {integration_ref})"
-        kept = await self._archive(checkout, unmerged)
+            kept = f"{name}: removed workspace (no uncommitted changes, branch merged into {integration_ref})"
+        else:
+            archived = await self._archive(checkout, unmerged)
+            why = []
+            if unmerged:
+                why.append(f"{unmerged} commit(s) not in {integration_ref}")
+            if dirty:
+                why.append(f"{len(dirty)} uncommitted change(s)")
+            where = ", ".join(str(p) for p in archived)
+            kept = f"{name}: archived {' and '.join(why)} to {where}; removed workspace"
+        closing(kept)
         await self._remove(checkout)
-        why = []
-        if unmerged:
-            why.append(f"{unmerged} commit(s) not in {integration_ref}")
-        if dirty:
-            why.append(f"{len(dirty)} uncommitted change(s)")
-        return f"{name}: archived {' and '.join(why)} to {', '.join(str(p) for p in kept)}; removed workspace"
+        return kept
 
     async def _archive(self, checkout: Checkout, unmerged: int) -> list[Path]:
         (self.root / "archive").mkdir(parents=True, exist_ok=True)
