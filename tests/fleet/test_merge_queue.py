@@ -351,3 +351,39 @@ def test_in_a_sandbox_the_checks_cannot_write_outside_the_scratch_tree(tmp_path:
         assert outside.read_text() == "pwned\n"  # the same test, unsandboxed
 
     asyncio.run(scenario())
+
+
+def test_a_check_that_plants_a_git_entry_in_the_merge_tree_steers_no_git_of_the_harness(
+    tmp_path: Path,
+) -> None:
+    """A check (workers' code) writes a `.git` file into the merge tree pointing at a git dir of its own,
+    whose config names another `core.worktree` (a folder outside the run) and a clean filter for every
+    file. The queue's next batch rebuilds the tree: the outside folder keeps its files, no filter ran,
+    and the candidate merges."""
+
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        victim, canary, evil = tmp_path / "victim", tmp_path / "filter-ran", tmp_path / "evil.git"
+        victim.mkdir()
+        (victim / "keep.txt").write_text("the person's file\n")
+        (victim / ".gitattributes").write_text("* filter=evil\n")
+        await p.git.run("init", "-q", "--bare", evil)
+        (evil / "config").write_text(
+            f"[core]\n\tbare = false\n\tworktree = {victim}\n"
+            f'[filter "evil"]\n\tclean = touch {shlex.quote(str(canary))}; cat\n'
+        )
+        (evil / "objects" / "info" / "alternates").write_text(f"{p.integ / 'objects'}\n")  # it sees them
+        plant = f"printf 'gitdir: %s\\n' {shlex.quote(str(evil))} > .git && "
+        queue = p.queue(p.test_command(prefix=plant))
+        queue.submit(await p.candidate("t0"))
+        first = by_task(await queue.process())
+        assert first["t0"].kind == "merged", first
+        assert (tmp_path / "scratch" / ".git").read_text().startswith("gitdir:")  # the check planted it
+        queue.submit(await p.candidate("t1"))
+        second = by_task(await queue.process())
+        assert second["t1"].kind == "merged", second
+        assert (victim / "keep.txt").read_text() == "the person's file\n"
+        assert not canary.exists(), "a filter from a git dir the check named ran in the harness's git"
+        await queue.close()
+
+    asyncio.run(scenario())

@@ -118,7 +118,7 @@ class MergeQueue:
         self._queue.append(candidate)
 
     async def close(self) -> None:
-        """Remove the scratch worktree; queued candidates stay queued."""
+        """Remove the scratch tree and its git dir; queued candidates stay queued."""
         await self._scratch.remove()
 
     async def process(self) -> list[Outcome]:

@@ -9,10 +9,14 @@ candidate ref, `contains(commit)` says whether a commit has landed. (`hilbert.co
 any repository's objects, this one's
 included, through the same `Git`; it writes nothing.)
 
-`MergeTree` is the merge queue's scratch work tree of it (a detached `git worktree`, the harness's own,
-never a worker's): `reset(commit)` (hard reset and `clean -ffdx`, so nothing a previous check wrote
-survives), `merge(ref, message)` with `--no-ff` (a conflict comes back with the conflicting hunks, the
-merge aborted), `head()`, `remove()`.
+`MergeTree` is the merge queue's scratch work tree of it, where merges are built and the project's
+checks (workers' code, sandboxed, the tree writable) run: `reset(commit)`, `merge(ref, message)` with
+`--no-ff` (a conflict comes back with the conflicting hunks, the merge aborted), `head()`, `remove()`.
+The tree holds no `.git` entry: its git dir is a folder beside it (`<tree>.git`: `HEAD`, the index and
+a `commondir` naming this repository, so objects, refs and config are the repository's), and every git
+call names `--git-dir` and `--work-tree`, so nothing a check wrote in the tree (a `.git` file pointing
+at a git dir with filters or another `core.worktree`) steers the harness's git. `reset` does not reset
+in place: the tree and the index are deleted and the commit checked out afresh.
 
 What must not live here: deciding what to merge or land (`hilbert.fleet.merge_queue`), running the
 project's commands in the tree (`hilbert.commands.Runner`).
@@ -20,6 +24,8 @@ project's commands in the tree (`hilbert.commands.Runner`).
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,25 +102,35 @@ class Integration:
 
 @dataclass(frozen=True)
 class MergeTree:
-    """A detached worktree of `integration` at `path`, where merges are built and checked."""
+    """The merge queue's work tree of `integration` at `path`, its git dir `git_dir` beside it."""
 
     integration: Integration
     path: Path
 
-    async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
-        return await self.integration.git.run(*args, cwd=self.path, check=check)
+    @property
+    def git_dir(self) -> Path:
+        return self.path.with_name(self.path.name + ".git")
 
-    async def _repo(self, *args: str | Path) -> GitResult:
-        return await self.integration.git.run(*args, cwd=self.integration.path)
+    async def _git(self, *args: str | Path, check: bool = True) -> GitResult:
+        return await self.integration.git.run(
+            f"--git-dir={self.git_dir}", f"--work-tree={self.path}", *args, cwd=self.git_dir, check=check
+        )
 
     async def reset(self, commit: str) -> None:
-        """The tree at `commit`, created if missing, with nothing else in it."""
-        if not (self.path / ".git").exists():
-            await self._repo("worktree", "prune")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            await self._repo("worktree", "add", "--detach", self.path, commit)
-        await self._git("reset", "--quiet", "--hard", commit)
-        await self._git("clean", "-ffdxq")
+        """The tree at `commit`, rebuilt: nothing a check wrote survives, nothing it planted is read."""
+        where = self.git_dir if (self.git_dir / "HEAD").exists() else self.integration.path
+        found = await self.integration.git.run(
+            f"--git-dir={where}", "rev-parse", "--verify", f"{commit}^{{commit}}", cwd=where
+        )
+        sha = found.stdout.strip()
+        await asyncio.to_thread(_wipe, self.path)
+        self.git_dir.mkdir(parents=True, exist_ok=True)
+        (self.git_dir / "commondir").write_text(f"{self.integration.path}\n")
+        (self.git_dir / "HEAD").write_text(f"{sha}\n")
+        for leftover in ("index", "MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "ORIG_HEAD"):
+            (self.git_dir / leftover).unlink(missing_ok=True)
+        self.path.mkdir(parents=True)
+        await self._git("reset", "--quiet", "--hard", sha)
 
     async def merge(self, ref: str, message: str) -> Merged:
         """`merge --no-ff ref`; a conflict is aborted and comes back with its hunks."""
@@ -128,17 +144,25 @@ class MergeTree:
         else:  # not a content conflict (e.g. an unknown ref): git's own words are the message
             hunks = f"git could not merge {ref}: {one_line(result.stdout + result.stderr)}"
         await self._git("merge", "--abort", check=False)
-        await self.reset("HEAD")
+        await self.reset(await self.head())
         return Merged(False, files, hunks)
 
     async def head(self) -> str:
         return (await self._git("rev-parse", "HEAD")).stdout.strip()
 
     async def remove(self) -> None:
-        """Unregister and delete the worktree (the merge commits stay in the repository's objects)."""
-        if (self.path / ".git").exists():
-            await self._repo("worktree", "remove", "--force", self.path)
-        await self._repo("worktree", "prune")
+        """Delete the tree and its git dir (the merge commits stay in the repository's objects)."""
+        await asyncio.to_thread(_wipe, self.path)
+        await asyncio.to_thread(_wipe, self.git_dir)
+
+
+def _wipe(path: Path) -> None:
+    """`path` gone, whatever it is: a link is unlinked (never followed), a folder removed with what is
+    in it (links inside are removed, not followed)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def _cap(text: str) -> str:
