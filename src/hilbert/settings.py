@@ -160,6 +160,11 @@ class CommandSettings:
     # address space per command, 0: none. Off by default: RLIMIT_AS breaks runtimes that reserve much
     # more than they use (node, the JVM, Go); the sandbox brings a real memory limit.
     memory_mb: int = field(default=0, metadata=_at_least(0))
+    # in the command's own control group where the machine gives one (`hilbert status` says when not);
+    # 0: no limit. Processes at once, memory of all of them together, and (an rlimit) one file's size
+    processes: int = field(default=1024, metadata=_at_least(0))
+    group_memory_mb: int = field(default=8192, metadata=_at_least(0))
+    file_mb: int = field(default=4096, metadata=_at_least(0))
     shell_policy: bool = True  # the harness's rules for shell commands; off only to measure what they stop
 
 

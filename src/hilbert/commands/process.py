@@ -3,10 +3,10 @@
 `run_process(argv, ...)` starts `argv` in its own process group, feeds it `stdin`, reads its output
 through pipes of our own as it comes, and however it ends — exit, timeout, cancellation — kills the
 whole group and reaps it, so neither a hung command nor a background child outlives the call (a child
-that starts its own session escapes the group; the sandbox is what holds it). Output read before a
-timeout is kept. Every spawner of hilbert goes through it: the command runner
-(`hilbert.commands.runner`: workers' and the lead's shell, the stop gate, the merge checks) and the
-harness's git (`hilbert.workspaces.git`).
+that starts its own session escapes the group: with a control group, `Limits.groups`, it is killed
+with the rest; see `hilbert.commands.groups`). Output read before a timeout is kept. Every spawner
+of hilbert goes through it: the command runner (`hilbert.commands.runner`: workers' and the lead's
+shell, the stop gate, the merge checks) and the harness's git (`hilbert.workspaces.git`).
 
 `Output` keeps memory bounded whatever a command prints: the first and last `keep` bytes stay in
 memory, and once the output is longer than both, all of it (up to `max_saved` bytes) is written to a
@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from hilbert.commands.groups import CommandGroup, CommandGroups
 
 DRAIN_S = 1.0  # how long to keep reading after the command exited (background children may hold the pipe)
 
@@ -94,11 +96,18 @@ class Output:
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-command resource limits (None: no limit), applied with setrlimit in the child: CPU seconds
-    (the kernel kills it past that) and address space in MiB (allocations past it fail)."""
+    """Per-command resource limits (None: no limit). With setrlimit in the child: CPU seconds (the
+    kernel kills it past that), address space in MiB (allocations past it fail), the size of a file
+    it writes in MiB (a write past it fails). Through a control group of its own (`groups`, where the
+    machine allows one: `hilbert.commands.groups`): how many processes it may have at once
+    (`processes`), how much memory all of them may use (`group_memory_mb`), and none outliving it."""
 
     cpu_s: int | None = None
     memory_mb: int | None = None
+    file_mb: int | None = None
+    processes: int | None = None
+    group_memory_mb: int | None = None
+    groups: CommandGroups | None = None
 
     def apply(self) -> None:  # runs in the child between fork and exec
         if self.cpu_s is not None:
@@ -106,6 +115,15 @@ class Limits:
         if self.memory_mb is not None:
             size = self.memory_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        if self.file_mb is not None:
+            size = self.file_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    def group(self) -> CommandGroup | None:
+        """A fresh control group for one command, or None where there is none to make."""
+        if self.groups is None or not self.groups.parents:
+            return None
+        return self.groups.new(processes=self.processes, memory_mb=self.group_memory_mb)
 
 
 Sink = Callable[[bytes], None]
@@ -129,6 +147,8 @@ async def run_process(
     given). Returns the exit status (negative: killed by that signal), or None when it ran past
     `timeout_s`. `waiting = (every_s, call)` calls `call(elapsed_s)` every `every_s` seconds while it
     runs. Raises FileNotFoundError when the program is missing."""
+    group = limits.group() if limits else None
+    preexec = _preexec(limits, group)
     pipes = [os.pipe() for _ in range(1 if stderr is None else 2)]
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -139,11 +159,13 @@ async def run_process(
             stdout=pipes[0][1],
             stderr=pipes[-1][1],
             start_new_session=True,
-            preexec_fn=limits.apply if limits and limits != Limits() else None,
+            preexec_fn=preexec,
         )
     except BaseException:
         for read_fd, _ in pipes:
             os.close(read_fd)
+        if group is not None:
+            group.close()
         raise
     finally:
         for _, write_fd in pipes:
@@ -170,8 +192,26 @@ async def run_process(
         except TimeoutError:
             exit_code = None
     finally:
-        await _finish(proc, tasks, transports, files[len(transports) :])
+        await _finish(proc, tasks, transports, files[len(transports) :], group)
     return exit_code
+
+
+def _preexec(limits: Limits | None, group: CommandGroup | None) -> Callable[[], None] | None:
+    """What the child runs between fork and exec: join its group, then its rlimits."""
+    if group is None and (limits is None or _no_rlimits(limits)):
+        return None
+
+    def preexec() -> None:
+        if group is not None:
+            group.join()
+        if limits is not None:
+            limits.apply()
+
+    return preexec
+
+
+def _no_rlimits(limits: Limits) -> bool:
+    return limits.cpu_s is None and limits.memory_mb is None and limits.file_mb is None
 
 
 async def _connect(
@@ -193,6 +233,7 @@ async def _finish(
     tasks: list[asyncio.Task[None]],
     transports: list[asyncio.BaseTransport],
     files: Sequence[IO[bytes]],
+    group: CommandGroup | None = None,
 ) -> None:
     """Kill the group, reap it, stop reading and close every pipe: in a task of its own, finished
     however often the caller is cancelled meanwhile (and the caller's cancellation is passed on)."""
@@ -201,6 +242,8 @@ async def _finish(
         _kill_group(proc.pid)
         if proc.returncode is None:
             await proc.wait()
+        if group is not None:  # what left the process group (setsid, a double fork) dies here
+            await asyncio.to_thread(group.close)
         if tasks:
             await asyncio.wait(tasks, timeout=0.1)
             for task in tasks:

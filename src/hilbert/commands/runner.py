@@ -231,7 +231,10 @@ class Runner:
         return dataclasses.replace(self, sandbox=self.sandbox.hiding(*folders))
 
     def describe(self) -> str:
-        return self.sandbox.describe()
+        """The sandbox, and what of a command's limits this machine cannot enforce."""
+        groups = self.limits.groups
+        missing = f"; {groups.describe()}" if groups is not None and groups.missing else ""
+        return self.sandbox.describe() + missing
 
     async def run(
         self,

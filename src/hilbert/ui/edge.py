@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hilbert.commands import Limits, Runner, Slots, command_env
+from hilbert.commands.groups import CommandGroups
 from hilbert.errors import UserError
 from hilbert.security.sandbox import INSTALL_HINT, detect
 from hilbert.settings import Settings
@@ -27,7 +28,14 @@ def command_runner(
     return Runner(
         sandbox.hiding(settings.home),  # hilbert's home: other runs, their keys and logs
         command_env(env),
-        limits=Limits(cpu_s=commands.cpu_s or None, memory_mb=commands.memory_mb or None),
+        limits=Limits(
+            cpu_s=commands.cpu_s or None,
+            memory_mb=commands.memory_mb or None,
+            file_mb=commands.file_mb or None,
+            processes=commands.processes or None,
+            group_memory_mb=commands.group_memory_mb or None,
+            groups=CommandGroups.detect(),
+        ),
         timeouts=settings.timeouts,
         policy=commands.shell_policy,
         slots=Slots(commands.slots),
