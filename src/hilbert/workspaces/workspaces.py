@@ -26,8 +26,14 @@ worker repository cannot see the base through its alternates. Either way the iso
 
 Every later git call names `--git-dir` and `--work-tree` explicitly, so nothing is discovered from the
 work tree, and the harness flags (`hilbert.workspaces.git`) keep hooks, fsmonitor and global/system
-config out. The harness makes every commit and moves every ref; a sandbox can therefore leave only
-`root/workspaces/<worker>/` writable.
+config out, and nothing git does looks into a nested repository. The harness makes every commit and
+moves every ref; a sandbox can therefore leave only `root/workspaces/<worker>/` writable.
+
+A repository a worker makes below its work tree (`nested_repositories`: a `.git` folder, or a `.git`
+file naming a git dir elsewhere) is left out of every commit, never recorded as a gitlink: git would
+otherwise run `git status` inside it, under that repository's own config (filters, fsmonitor, another
+work tree), whenever the harness read the work tree. Its files stay in the work tree and the archive;
+the stop gate names it to the worker (`hilbert.judge.integrity.left_out_findings`).
 
 One `Workspaces` object belongs to one event loop (it keeps per-base asyncio locks).
 """
