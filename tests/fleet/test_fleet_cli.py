@@ -331,3 +331,26 @@ def test_a_worker_with_no_event_for_long_is_stuck_and_one_whose_run_process_died
         later = time.time() + STUCK_AFTER_S + 1
         assert worker_states(alive, now=later) == {"Poincaré": "stuck"}
         assert worker_states(died) == {"Poincaré": "dead"} and run_ended(died)
+
+
+def test_run_refuses_a_repository_with_submodules_in_one_line(tmp_path: Path) -> None:
+    """The base's own submodules are not materialised: `hilbert run` refuses the repository before
+    anything starts, in one line naming them."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "app.py").write_text("X = 1\n")
+    (repo / ".gitmodules").write_text('[submodule "vendor/lib"]\n\tpath = vendor/lib\n\turl = ./lib\n')
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", *ident, "commit", "-qm", "base"], cwd=repo, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True)
+    gitlink = f"160000,{sha.stdout.strip()},vendor/lib"
+    subprocess.run(["git", "update-index", "--add", "--cacheinfo", gitlink], cwd=repo, check=True)
+    subprocess.run(["git", *ident, "commit", "-qm", "submodule"], cwd=repo, check=True)
+    (tmp_path / "one.md").write_text("# goal\n\n## T1 — t\n\n```yaml hilbert-task\nverify: 'true'\n```\n")
+    done = hilbert(
+        "run", "--plan", "one.md", "--repo", "repo", "--model", "openai:m@http://127.0.0.1:9/v1", cwd=tmp_path
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "submodule" in lines[0] and "vendor/lib" in lines[0] and "Traceback" not in done.stderr

@@ -4,6 +4,7 @@ test and hard-coding the answer each fail at the step that should catch them, wi
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 from judge_support import commit, git, make_repo, replace
@@ -201,3 +202,50 @@ def test_a_verify_past_its_timeout_says_which_setting_and_a_long_one_says_it_is_
     heard.clear()
     slow = gate_with("sleep 1 && true", 60, "slow")
     assert slow.steps[0].passed and heard and max(elapsed for _, elapsed in heard) < 60
+
+
+def test_a_change_that_adds_a_gitlink_or_a_dot_git_entry_is_refused_naming_it(tmp_path: Path) -> None:
+    """Another repository inside a change (a gitlink, a `.git` file or folder at any depth) is an
+    integrity finding that names it, and nothing of the change is run; a repository the harness's
+    commit left out is named the same way."""
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+
+    def plumb(*args: str, given: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=repo, input=given, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    blob = plumb("hash-object", "-w", "--stdin", given="gitdir: /elsewhere\n")
+    plugins = plumb("mktree", given=f"100644 blob {blob}\t.git\n")
+    vendor = plumb("mktree", given=f"160000 commit {base}\tlib\n")
+    listing = git(repo, "ls-tree", base)
+    tree = plumb("mktree", given=f"{listing}\n040000 tree {vendor}\tvendor\n040000 tree {plugins}\tplugins\n")
+    head = plumb(
+        "-c", "user.name=w", "-c", "user.email=w@w", "commit-tree", tree, "-p", base, given="vendored"
+    )
+    (tmp_path / "home").mkdir()
+    result = asyncio.run(
+        run_gate(
+            repo,
+            base,
+            head,
+            verify="touch RAN",
+            scratch=tmp_path / "scratch",
+            git=Git(home=tmp_path / "home"),
+            runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
+            left_out=("scratchpad",),
+        )
+    )
+    assert result.verdict == "not_done" and [(s.name, s.passed) for s in result.steps] == [
+        ("integrity", False)
+    ]
+    reasons = "\n".join(result.reasons)
+    for named in (
+        "vendor/lib is a gitlink",
+        "plugins/.git is a .git entry",
+        "scratchpad/ is a git repository",
+    ):
+        assert named in reasons, reasons
+    assert not list((tmp_path / "scratch").rglob("RAN"))

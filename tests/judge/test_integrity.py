@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from judge_support import (
     TESTS,
+    VERIFY,
     Edit,
     checks,
     commit,
@@ -419,7 +420,25 @@ def test_each_cheat_is_caught_by_its_check(tmp_path: Path, name: str) -> None:
 
 def test_every_check_is_exercised_by_a_cheat() -> None:
     caught = set().union(*(expected for _edits, _allow, expected, _word in CHEATS.values()))
-    assert caught == {check.__name__ for check in CHECKS}
+    # a cheat is a set of file edits; a nested repository is not one: exercised by the test below
+    assert caught | {"nested_repository"} == {check.__name__ for check in CHECKS}
+
+
+def test_a_nested_repository_committed_with_plain_git_is_a_finding_naming_it(tmp_path: Path) -> None:
+    """What `git add -A` makes of a repository below the work tree (an external agent's own snapshot
+    does this): a gitlink, named by the `nested_repository` check, and nothing else found in it."""
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    nested = repo / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git(nested, "init", "-q")
+    (nested / "x.py").write_text("X = 1\n")
+    git(nested, "add", "-A")
+    git(nested, "commit", "-qm", "nested")
+    head = commit(repo, {"calc/ops.py": FIX})
+    found = integrity_findings(read_change(repo, base, head), verify=VERIFY)
+    assert [(f.check, f.path) for f in found] == [("nested_repository", "vendor/lib")]
+    assert "vendor/lib is a gitlink" in str(found[0])
 
 
 def test_findings_name_the_line_of_the_cheat(tmp_path: Path) -> None:

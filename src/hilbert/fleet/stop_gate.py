@@ -164,6 +164,7 @@ class StopGate(Policy):
 
         # the gate takes one command slot for all its runs, as a worker's command does (re-queueing behind
         # every worker for each of its steps held verdicts back), and its own limit starts once it has it
+        left_out = await self.workspaces.nested_repositories(self.checkout)  # not in `commit`: named
         slots, runner = self.runner.slots, replace(self.runner, slots=None)
         try:
             async with slots or contextlib.nullcontext(), asyncio.timeout(self.gate_timeout_s):
@@ -182,6 +183,7 @@ class StopGate(Policy):
                     claim=f"{stop.claim}\n\n{stop.evidence}".strip(),
                     on_step=recorded,
                     on_wait=running,
+                    left_out=left_out,
                 )
         except TimeoutError:  # a step hung past the gate's own limit: not a verdict on the work
             step = Step("gate", False, f"the stop gate ran past timeouts.gate_s = {self.gate_timeout_s:g} s")

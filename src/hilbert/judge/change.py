@@ -41,6 +41,7 @@ class FileChange:
     old_text: str | None
     new_text: str | None
     old_path: str | None = None
+    gitlink: bool = False  # the new side is a gitlink (mode 160000: a submodule or nested repository)
 
     @property
     def is_python(self) -> bool:
@@ -132,13 +133,16 @@ def decode(data: bytes) -> str | None:
 
 
 async def change_between(repo: Path, base: str, head: str, git: Git) -> Change:
-    """What `head` changed relative to `base` in the repository at `repo` (renames detected)."""
-    listing = await git.run("diff", "--name-status", "-z", "-M", base, head, "--", cwd=repo)
+    """What `head` changed relative to `base` in the repository at `repo` (renames detected; a
+    gitlink is a change like any other, flagged `gitlink`)."""
+    # `diff-tree`, not `diff`: two trees, no work tree, and gitlinks listed although the harness's git
+    # says diff.ignoreSubmodules=all (which only porcelain `diff` honours)
+    listing = await git.run("diff-tree", "-r", "--raw", "-z", "-M", base, head, "--", cwd=repo)
     fields = [f for f in listing.stdout.split("\0") if f]
     files: list[FileChange] = []
     i = 0
     while i < len(fields):
-        code = fields[i][0]
+        new_mode, code = fields[i].split(" ")[1], fields[i].split(" ")[4][0]
         status = _GIT_STATUS.get(code, "modified")
         if code in ("R", "C"):
             old_path, path = fields[i + 1], fields[i + 2]
@@ -150,7 +154,8 @@ async def change_between(repo: Path, base: str, head: str, git: Git) -> Change:
             status = "added"
         old_text = None if status == "added" else await _blob(repo, base, old_path, git)
         new_text = None if status == "deleted" else await _blob(repo, head, path, git)
-        files.append(FileChange(path, status, old_text, new_text, old_path if status == "renamed" else None))
+        renamed = old_path if status == "renamed" else None
+        files.append(FileChange(path, status, old_text, new_text, renamed, gitlink=new_mode == "160000"))
     tree = await git.run("ls-tree", "-r", "-z", "--name-only", head, cwd=repo)
     paths = [p for p in tree.stdout.split("\0") if p]
     tests = [p for p in paths if p.endswith(".py") and is_test_path(p)]

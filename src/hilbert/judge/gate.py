@@ -12,6 +12,9 @@
 4. `model`: with a `judge` model, its verdict on the task, the evidence and the diff
    (`hilbert.judge.verdict`); without one the step is skipped, and the result says so.
 
+A change that adds another git repository (a gitlink or a `.git` entry, or one the harness's commit
+left out: `left_out`) is refused on step 2 alone, before anything of it is exported or run.
+
 The decision (`decide`): a failed step 1–3 is final; the model can only veto — turn done into
 not_done, or say impossible — never accept over a failed check, and a model that gives no valid
 verdict cannot accept either. `on_step` sees each step as it finishes (the fleet records it as an
@@ -24,14 +27,14 @@ import asyncio
 import shlex
 import shutil
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hilbert.commands import Output, Runner, verify_timeout
 from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
 from hilbert.judge.evidence import Step
-from hilbert.judge.integrity import integrity_findings
+from hilbert.judge.integrity import integrity_findings, left_out_findings
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
 from hilbert.models.types import Model
 from hilbert.workspaces.git import Git
@@ -108,12 +111,15 @@ async def run_gate(
     claim: str = "",
     on_step: Callable[[Step], None] = lambda step: None,
     on_wait: Callable[[str, float], None] | None = None,
+    left_out: Sequence[str] = (),
 ) -> GateResult:
     """The gate for `head` against `base` in the git repository `repo`: the evidence steps, then the
     judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Every command
     goes through `runner` (the worker's code runs there too: its tests, its conftest), each within
     `timeouts.verify_s`; `on_wait(step, elapsed_s)` hears that a long one is still running. Model
-    errors propagate: an outage is not a verdict."""
+    errors propagate: an outage is not a verdict. `left_out`: the nested repositories the harness's
+    commit left out of `head` (integrity findings). A change that adds another repository (a gitlink, a
+    `.git` entry) or had one left out is refused on the integrity step alone: no command runs on it."""
     steps_runner = _Steps(Path(repo), Path(scratch), git, runner, on_wait)
     steps: list[Step] = []
 
@@ -121,17 +127,21 @@ async def run_gate(
         steps.append(step)
         on_step(step)
 
-    done(await steps_runner.verify(head, verify))
     change = await change_between(Path(repo), base, head, git)
-    findings = integrity_findings(change, verify=verify, allow=allow or Allowances())
-    done(
-        Step(
-            "integrity",
-            not findings,
-            f"{len(findings)} finding(s)" if findings else "no check saw tampering",
-            tuple(str(f) for f in findings),
-        )
+    findings = left_out_findings(left_out) + integrity_findings(
+        change, verify=verify, allow=allow or Allowances()
     )
+    integrity = Step(
+        "integrity",
+        not findings,
+        f"{len(findings)} finding(s)" if findings else "no check saw tampering",
+        tuple(str(f) for f in findings),
+    )
+    if any(f.check == "nested_repository" for f in findings):  # refused: nothing of it is run
+        done(integrity)
+        return decide(tuple(steps), None)
+    done(await steps_runner.verify(head, verify))
+    done(integrity)
     touched = [f for f in change.files if f.old_path or f.status in ("modified", "deleted", "renamed")]
     allowed = allow or Allowances()
     restored = [  # the tests the task says are wrong are not put back: they would fail by design

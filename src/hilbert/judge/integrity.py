@@ -6,7 +6,9 @@ Each check is a small named function `(change, verify, allow) -> list[Finding]` 
 name is the finding's `check`, so a benchmark can report per check. The checks that read test code
 as Python live in `integrity_tests`, those that read the product's code for tricks in
 `integrity_product`; the ones here look at markers, configuration, CI and process tricks across all
-changed files. Nothing here runs a process or touches the disk.
+changed files, and at another repository inside the change (`nested_repository`: a gitlink or a `.git`
+entry, and the nested repositories the harness's commit left out, `left_out_findings`). Nothing here
+runs a process or touches the disk.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import functools
 import re
 import shlex
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
 
 from hilbert.judge.change import Allowances, Change, FileChange, Finding, added_lines, is_test_path
@@ -341,6 +343,38 @@ def history_snooping(change: Change, verify: str, allow: Allowances) -> list[Fin
     return findings
 
 
+def nested_repository(change: Change, verify: str, allow: Allowances) -> list[Finding]:
+    """A gitlink (a submodule or nested repository) or a `.git` entry (a file or folder of that name at
+    any depth, any case) that the change adds: hilbert never records another repository in a change,
+    whose config would steer any git that looked into it."""
+    findings: list[Finding] = []
+    for fc in change.files:
+        if fc.status == "deleted":
+            continue
+        if fc.gitlink:
+            message = f"{fc.path} is a gitlink (a submodule or nested git repository), which hilbert refuses"
+            findings.append(Finding("nested_repository", fc.path, None, message))
+        elif any(part.lower() == ".git" for part in PurePosixPath(fc.path).parts):
+            message = f"{fc.path} is a .git entry, which hilbert refuses"
+            findings.append(Finding("nested_repository", fc.path, None, message))
+    return findings
+
+
+def left_out_findings(paths: Iterable[str]) -> list[Finding]:
+    """The nested repositories that the harness's commit left out of a worker's change
+    (`hilbert.workspaces.Workspaces.nested_repositories`), as findings of the same check."""
+    return [
+        Finding(
+            "nested_repository",
+            path,
+            None,
+            f"{path}/ is a git repository of its own (it has a .git), so its files were left out of the "
+            f"commit: remove {path}/.git to keep them as plain files, or delete the folder",
+        )
+        for path in paths
+    ]
+
+
 CHECKS: tuple[Check, ...] = (
     tests_changed,
     tests_deleted_or_emptied,
@@ -355,6 +389,7 @@ CHECKS: tuple[Check, ...] = (
     test_sniffing,
     equality_override,
     compiled_code_added,
+    nested_repository,
 )
 
 

@@ -10,6 +10,14 @@ worker or the person's machine wrote can steer:
 - `-c core.hooksPath=/dev/null` so no hook in any repository ever runs, `-c core.fsmonitor=false` so no
   configured monitor command runs, `-c gc.auto=0` / `maintenance.auto=false` so nothing repacks behind
   our back, and a fixed identity (`hilbert <hilbert@localhost>`) with signing off;
+- no recursion into a nested repository (a submodule, or one a worker made below its work tree, whose
+  own config may name a filter, an fsmonitor or another work tree that would run as the harness):
+  `diff.ignoreSubmodules=all`, `status.submoduleSummary=false`, `submodule.recurse=false`,
+  `fetch.recurseSubmodules=false`. A `.gitmodules` in a work tree (`submodule.<name>.ignore=none`)
+  outranks `diff.ignoreSubmodules`, and plumbing (`diff-files`, `diff-index` against the work tree)
+  ignores it: so a command that compares a work tree with an index also says
+  `--ignore-submodules=all`, and the harness never lets a gitlink into an index it keeps
+  (`hilbert.workspaces.workspaces`: nested repositories are left out of every commit);
 - with `mark=` the run's mark (`hilbert.commands.leftovers`: `HILBERT_RUN_MARK=TOKEN:git`), so that after
   the run dies a later process finds a git it left running (and gives it time to end by itself).
 
@@ -35,6 +43,10 @@ HARNESS_CONFIG = (
     "core.fsmonitor=false",
     "gc.auto=0",
     "maintenance.auto=false",
+    "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false",
+    "submodule.recurse=false",
+    "fetch.recurseSubmodules=false",
     "commit.gpgSign=false",
     "tag.gpgSign=false",
     "user.name=hilbert",

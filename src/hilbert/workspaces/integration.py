@@ -1,7 +1,9 @@
 """The run's integration repository: every git call the harness makes on it lives here.
 
 `Integration.create(source, path, git)` makes it: a bare clone of the person's repository (which is
-only read) under the run's folder, with the branch `hilbert/integration` at the source's HEAD. The
+only read) under the run's folder, with the branch `hilbert/integration` at the source's HEAD. A HEAD
+with submodules (gitlinks) is refused first, in one line (`refuse_submodules`): the harness does not
+materialise them, and no git it runs looks into a nested repository. The
 branch only ever moves through `land(new, old)` — `update-ref` with the old value, so a concurrent move
 is refused rather than overwritten — to commits whose checks passed (the merge queue decides which).
 `tip()` is where the branch is; `receive(git_dir, branch, ref)` copies a worker's branch in as a
@@ -59,7 +61,9 @@ class Integration:
 
     @classmethod
     async def create(cls, source: Path, path: Path, git: Git) -> Integration:
-        """A bare clone of `source` at `path`, the branch at its HEAD."""
+        """A bare clone of `source` at `path`, the branch at its HEAD. A HEAD with submodules is
+        refused (UserError) before anything is written: hilbert does not materialise them."""
+        await refuse_submodules(source, git)
         await git.run("clone", "--bare", "--quiet", "--no-tags", Path(source).absolute(), path)
         await git.run("-C", path, "branch", INTEGRATION, "HEAD")
         return cls(Path(path).absolute(), git)
@@ -163,6 +167,19 @@ def _wipe(path: Path) -> None:
         path.unlink()
     elif path.exists():
         shutil.rmtree(path)
+
+
+async def refuse_submodules(source: Path, git: Git) -> None:
+    """A UserError naming them when `source`'s HEAD holds gitlinks (submodules): a worker's checkout
+    would hold empty folders where they are, and git looking into one would run its configuration."""
+    listing = await git.run("-C", Path(source).absolute(), "ls-tree", "-r", "-z", "HEAD", check=False)
+    found = [entry.split("\t", 1)[1] for entry in listing.stdout.split("\0") if entry.startswith("160000 ")]
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise UserError(
+            f"{source} has submodules ({shown}), which hilbert does not run on",
+            hint="run on a repository without submodules (e.g. vendor their files as plain files)",
+        )
 
 
 def _cap(text: str) -> str:

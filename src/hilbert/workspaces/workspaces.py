@@ -26,8 +26,14 @@ worker repository cannot see the base through its alternates. Either way the iso
 
 Every later git call names `--git-dir` and `--work-tree` explicitly, so nothing is discovered from the
 work tree, and the harness flags (`hilbert.workspaces.git`) keep hooks, fsmonitor and global/system
-config out. The harness makes every commit and moves every ref; a sandbox can therefore leave only
-`root/workspaces/<worker>/` writable.
+config out, and nothing git does looks into a nested repository. The harness makes every commit and
+moves every ref; a sandbox can therefore leave only `root/workspaces/<worker>/` writable.
+
+A repository a worker makes below its work tree (`nested_repositories`: a `.git` folder, or a `.git`
+file naming a git dir elsewhere) is left out of every commit, never recorded as a gitlink: git would
+otherwise run `git status` inside it, under that repository's own config (filters, fsmonitor, another
+work tree), whenever the harness read the work tree. Its files stay in the work tree and the archive;
+the stop gate names it to the worker (`hilbert.judge.integrity.left_out_findings`).
 
 One `Workspaces` object belongs to one event loop (it keeps per-base asyncio locks).
 """
@@ -174,9 +180,28 @@ class Workspaces:
         (checkout.git_dir / "info").mkdir(exist_ok=True)
         (checkout.git_dir / "info" / "exclude").write_text(f"/{HARNESS_DIR}\n")  # a folder, a file or a link
 
+    async def nested_repositories(self, checkout: Checkout) -> tuple[str, ...]:
+        """The folders of the work tree that git takes for repositories of their own (a `.git` folder,
+        or a `.git` file naming a git dir elsewhere), outside ignored paths: `git add` would record
+        each as a gitlink. Git's own answer (`ls-files --others` lists such a folder as `path/`), so
+        that what is left out of a commit is exactly what would have gone in as a gitlink."""
+        listing = await self._worker_git(checkout, "ls-files", "--others", "--exclude-standard", "-z")
+        return tuple(sorted(p[:-1] for p in listing.stdout.split("\0") if p.endswith("/")))
+
     async def commit(self, checkout: Checkout, message: str) -> str | None:
-        """Commit all changes in the work tree (incl. deletions, not `.hilbert`); None if there are none."""
-        await self._worker_git(checkout, "add", "--all")  # `/.hilbert` is in the git dir's info/exclude
+        """Commit all changes in the work tree (incl. deletions, not `.hilbert`); None if there are none.
+        A nested repository (`nested_repositories`) is left out, never recorded as a gitlink: its
+        files stay in the work tree (and in the archive at cleanup), and the stop gate names it
+        (`hilbert.judge.integrity.left_out_findings`). A gitlink that got in anyway (a repository made
+        while `add` ran) is taken out of the index again before the commit."""
+        nested = await self.nested_repositories(checkout)
+        pathspecs = ["."] + [f":(exclude,literal){path}" for path in nested]
+        await self.git.run(  # `/.hilbert` is in the git dir's info/exclude
+            f"--git-dir={checkout.git_dir}", f"--work-tree={checkout.work_tree}",
+            "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul",
+            cwd=checkout.work_tree, stdin="\0".join(pathspecs).encode(),
+        )  # fmt: skip
+        await self._unstage_gitlinks(checkout)
         staged = await self._worker_git(checkout, "diff", "--cached", "--quiet", check=False)
         if staged.returncode == 0:
             return None
@@ -187,6 +212,22 @@ class Workspaces:
         )
         head = await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)
         return head.stdout.strip()
+
+    async def _unstage_gitlinks(self, checkout: Checkout) -> None:
+        """Take every gitlink (mode 160000) the index has and the branch has not out of the index."""
+        staged = await self._worker_git(
+            checkout, "diff-index", "--cached", "--raw", "-z", "--no-renames", checkout.ref
+        )  # index against a commit: no work tree is read, no nested repository looked into
+        fields = staged.stdout.split("\0")
+        gitlinks = [
+            fields[i + 1] for i in range(0, len(fields) - 1, 2) if fields[i].split(" ")[1:2] == ["160000"]
+        ]
+        if gitlinks:
+            await self.git.run(
+                f"--git-dir={checkout.git_dir}", f"--work-tree={checkout.work_tree}",
+                "update-index", "--force-remove", "-z", "--stdin",
+                cwd=checkout.work_tree, stdin="".join(f"{path}\0" for path in gitlinks).encode(),
+            )  # fmt: skip
 
     async def tip(self, checkout: Checkout) -> str:
         """The sha the worker's branch points at."""
@@ -248,7 +289,9 @@ class Workspaces:
         closing: Callable[[str], None],
     ) -> str:
         tip = (await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)).stdout.strip()
-        status = await self._worker_git(checkout, "status", "--porcelain", "--untracked-files=all")
+        status = await self._worker_git(
+            checkout, "status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all"
+        )  # a nested repository is one untracked `path/`: counted, never looked into
         dirty = [line for line in status.stdout.splitlines() if line.strip()]
         unmerged = 0
         if tip != checkout.base:
