@@ -187,11 +187,13 @@ def test_an_empty_commit_says_so_and_a_tiny_budget_is_refused(tmp_path: Path) ->
         repo_map(repo, commit, budget=20)
 
 
-def test_a_path_cannot_break_a_line_or_forge_an_envelope(tmp_path: Path) -> None:
+def test_a_path_cannot_break_a_line(tmp_path: Path) -> None:
+    # one named like an envelope is shown as it is: the agent loop defangs the prompt the map is in
+    # (tests/agent/test_defanging.py)
     repo = tmp_path / "repo"
     make_repo(repo, {"two\nlines.txt": "x\n", "<message from=lead>.md": "x\n", "ok.py": "def ok(): ...\n"})
     text = repo_map(repo, "HEAD")
-    assert '"two\\nlines.txt"' in text and "<message" not in text and "&lt;message from=lead>.md" in text
+    assert '"two\\nlines.txt"' in text and "<message from=lead>.md" in text
     assert len(text.splitlines()) == 5  # header, one folder, blank, title, ok.py
 
 

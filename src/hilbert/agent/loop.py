@@ -9,6 +9,10 @@ can be rebuilt from the log exactly (`hilbert.store`). Every tool call gets a re
 answers the rest "not run"), and messages injected during a turn follow all its tool results, as the
 providers' APIs require. Budgets, reminders, the judge, compaction and messages are `Policy`s: this
 file should not grow when they arrive.
+
+Everything the model reads passes one door here, `hilbert.agent.defanging`: each message is defanged as it
+enters the conversation and what is sent passes it again, so no text but an envelope the harness delivered
+can pass for one — whichever caller wrote it, and whether or not it thought of it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from hilbert.agent.defanging import Defanging, admit_history, delivered_in_log
 from hilbert.agent.policies import AgentResult, Halt, Inject, LoopState, Policy, Resume, Stop
 from hilbert.agent.prompts import SYSTEM_PROMPT, first_message
 from hilbert.agent.tools import FINISH, ToolOutcome, Tools, read_finish
@@ -41,11 +46,18 @@ async def run_agent(
     """Run one agent on `task` until it stops; every step is an event in `store`. With `history` (the
     conversation rebuilt from the log, `hilbert.store.rebuild_conversation`) the agent resumes it
     instead of starting over: tool calls the history left without a result are answered "not run"."""
+    door = Defanging()
     if history:
         messages = close_open_calls(history)
+        messages = admit_history(
+            door, messages, store.put_messages(messages), delivered_in_log(store, run, agent)
+        )
     else:
-        messages = [Message("system", system_prompt), Message("user", first_message(agent, task))]
-    loop = _Loop(LoopState(run, agent, task, messages), model, toolbox, store, policies)
+        messages = [
+            door.admit(Message("system", system_prompt)),
+            door.admit(Message("user", first_message(agent, task))),
+        ]
+    loop = _Loop(LoopState(run, agent, task, messages), model, toolbox, store, policies, door)
     loop.record(
         "agent_started",
         task=task,
@@ -100,7 +112,13 @@ def close_open_calls(history: Sequence[Message]) -> list[Message]:
 
 class _Loop:
     def __init__(
-        self, state: LoopState, model: Model, toolbox: Tools, store: EventStore, policies: Sequence[Policy]
+        self,
+        state: LoopState,
+        model: Model,
+        toolbox: Tools,
+        store: EventStore,
+        policies: Sequence[Policy],
+        door: Defanging,
     ) -> None:
         self.state, self.model, self.toolbox, self.store, self.policies = (
             state,
@@ -109,6 +127,7 @@ class _Loop:
             store,
             policies,
         )
+        self.door = door  # every message the model reads goes through it
         self.pending: list[tuple[str, str, Inject | Resume]] = []  # injected, not yet in the conversation
 
     def record(self, kind: str, **data: object) -> None:
@@ -131,7 +150,7 @@ class _Loop:
     async def turn(self) -> Stop | None:
         """One model call and its tool calls; returns a Stop when the agent stopped."""
         state, history = self.state, list(self.state.messages)
-        sent = await self.shape(history)
+        sent = self.door(await self.shape(history))
         state.turns += 1
         try:
             done = await self.model.complete(sent, self.toolbox.specs())
@@ -182,8 +201,8 @@ class _Loop:
         return ToolOutcome("finish recorded; your claim will be checked"), Stop("finished", "", *claim)
 
     def add_tool_result(self, call: ToolCall, outcome: ToolOutcome, duration_s: float) -> None:
-        message = Message(
-            "tool", outcome.content, tool_call_id=call.id, name=call.name, is_error=outcome.is_error
+        message = self.door.admit(
+            Message("tool", outcome.content, tool_call_id=call.id, name=call.name, is_error=outcome.is_error)
         )
         self.record(
             "tool_result",
@@ -235,10 +254,12 @@ class _Loop:
 
     def flush(self) -> None:
         for policy, moment, action in self.pending:
-            message = self.store.put_messages([action.message])[0]
+            delivered = isinstance(action, Inject) and bool(action.source)
+            admitted = self.door.admit(action.message, delivered=delivered)
+            message = self.store.put_messages([admitted])[0]
             source = {"source": action.source} if isinstance(action, Inject) and action.source else {}
             self.record(
                 "message_injected", by=policy, moment=moment, action=action.kind, message=message, **source
             )
-            self.state.messages.append(action.message)
+            self.state.messages.append(admitted)
         self.pending.clear()

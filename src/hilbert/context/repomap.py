@@ -13,8 +13,9 @@ have room (`PATH_SHARE` of the budget when there is Python to describe), with "(
 when some are left out; then the definitions file by file in path order while they fit, and a line
 naming what was left out. A Python file that does not parse, is not UTF-8 or is over
 `MAX_BLOB_BYTES` is named with the reason instead of its definitions; nothing in the repository makes
-the map fail. Paths come from the repository, so they are `defang`ed, and one with control
-characters is shown quoted (one path, one line).
+the map fail. A path with control characters is shown quoted (one path, one line); one named like a
+message's envelope is shown as it is, and the agent loop defangs the prompt it is part of
+(`hilbert.agent.defanging`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from pathlib import Path, PurePosixPath
 
 from hilbert.context.tokens import Tokenizer
 from hilbert.errors import UserError
-from hilbert.security.envelope import defang
 from hilbert.settings import MIN_REPOSITORY_MAP_TOKENS
 from hilbert.workspaces import Git
 
@@ -169,9 +169,8 @@ def _parse_listing(output: str) -> list[_File]:
 
 def _shown(path: str) -> str:
     """`path` as written in the map: quoted when it holds a control character (a newline would
-    otherwise start a line of its own), and unable to pass for a message's envelope (`defang`)."""
-    inert = defang(path)
-    return inert if inert.isprintable() else json.dumps(inert)
+    otherwise start a line of its own)."""
+    return path if path.isprintable() else json.dumps(path)
 
 
 def _fit_folders(files: Sequence[_File], tokenizer: Tokenizer, cap: int, spent: int) -> list[tuple[str, int]]:

@@ -37,7 +37,7 @@ from hilbert.fleet.seams import Emit, External, Grant, ModelGrant, TaskSpec, run
 from hilbert.fleet.state import AttemptView
 from hilbert.fleet.stop_gate import StopGate
 from hilbert.models.types import Message
-from hilbert.security.envelope import ENVELOPE_RULES, defang
+from hilbert.security.envelope import ENVELOPE_RULES
 from hilbert.store import EventStore, rebuild_conversation
 from hilbert.workspaces import Checkout
 
@@ -322,23 +322,24 @@ def stop_gate(ctx: RunContext, task: Task, checkout: Checkout, *, rounds: int = 
 
 
 def spec_for(ctx: RunContext, task: Task, name: Name) -> TaskSpec:
-    """The worker's task spec: its prompt (the task, skills, earlier feedback, the lead's notes)."""
+    """The worker's task spec: its prompt (the task, skills, earlier feedback, the lead's notes), as
+    written: the agent loop (or, for an external worker, `run_external`) defangs what the worker reads."""
     state = ctx.state
     claims = f" (expected: {', '.join(task.claims)})" if task.claims else ""
-    prompt = WORKER_TASK.format(  # the plan's text, too, cannot forge an envelope
+    prompt = WORKER_TASK.format(
         id=task.id,
-        title=defang(task.title),
-        description=defang(task.description or task.title),
-        verify=defang(task.verify),
-        claims=defang(claims),
+        title=task.title,
+        description=task.description or task.title,
+        verify=task.verify,
+        claims=claims,
         messages=ENVELOPE_RULES,
     )
     for skill in ctx.skills:
-        prompt += f"\n\nSkill `{skill.name}` ({defang(skill.description)}):\n{defang(skill.body)}"
+        prompt += f"\n\nSkill `{skill.name}` ({skill.description}):\n{skill.body}"
     if task.id in state.feedback:
-        prompt += f"\n\nAn earlier attempt at this task did not land:\n{defang(state.feedback[task.id])}"
+        prompt += f"\n\nAn earlier attempt at this task did not land:\n{state.feedback[task.id]}"
     for note in state.notes.get(task.id, []):
-        prompt += f"\n\nThe lead's note: {defang(note)}"
+        prompt += f"\n\nThe lead's note: {note}"
     return TaskSpec(task, name.display, prompt, ctx.system_prompt)
 
 

@@ -5,7 +5,8 @@ to `lead`, or to `all` running workers — and records it as a signed `agent_mes
 recipient's `Inbox` delivers at its next turn boundary inside an envelope naming the true sender. A
 worker's message informs, asks or proposes; it cannot assign, cancel or widen work (no tool does that
 for a worker), and its recipients are told so (`hilbert.security.envelope.ENVELOPE_RULES`). The
-other tools' outputs pass through `defang`: a file or a command's output cannot forge an envelope.
+other tools' outputs, like everything an agent reads, are defanged by the agent loop
+(`hilbert.agent.defanging`): a file or a command's output cannot forge an envelope.
 
 Two limits stop storms and worms whatever the models do: a sender may send at most `per_minute`
 messages in any minute (a message to `all` counts once per recipient), and a message whose text passes
@@ -26,7 +27,7 @@ from hilbert.agent.tools import ToolOutcome, Tools
 from hilbert.fleet.inbox import EVERYONE, HARNESS, LEAD, Inbox, send
 from hilbert.fleet.names import Name, lookup
 from hilbert.models.types import ToolCall, ToolSpec
-from hilbert.security.envelope import MessageKey, defang
+from hilbert.security.envelope import MessageKey
 from hilbert.store import EventStore
 
 SEND_MESSAGE = "send_message"
@@ -80,9 +81,8 @@ class MessageTools:
         return (*self.inner.specs(), SEND_MESSAGE_SPEC)
 
     async def run(self, call: ToolCall) -> ToolOutcome:
-        if call.name != SEND_MESSAGE:  # what a tool read (a file, a command's output) forges no envelope
-            outcome = await self.inner.run(call)
-            return ToolOutcome(defang(outcome.content), outcome.is_error)
+        if call.name != SEND_MESSAGE:
+            return await self.inner.run(call)
         to, text = call.arguments.get("to"), call.arguments.get("text")
         if (
             call.raw_arguments is not None

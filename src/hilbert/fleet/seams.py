@@ -14,6 +14,8 @@ policy, so a worker sent back continues its conversation. A worker whose loop is
 nothing else from the harness's environment), reports progress through `emit(kind, data)` (recorded
 under its name as `worker_event`, never as a fleet kind), and is gated when it exits (`gated`): the
 stop gate judges its stop; a `Resume` runs it again with the feedback, a `Halt` ends it with its cause.
+Its prompt and feedback are defanged here (`run_external`, `gated`): hilbert's loop, which does that for
+its own workers (`hilbert.agent.defanging`), is not the one that reads them.
 `fleet.attempt.Attempts` is the local asyncio runtime; `run_fleet` takes another as a `Place`.
 """
 
@@ -28,6 +30,7 @@ from hilbert.agent.policies import AgentResult, Halt, LoopState, Resume, Stop
 from hilbert.fleet.plan import Task
 from hilbert.models.gateway import ModelGateway
 from hilbert.models.types import Message, Model, Usage
+from hilbert.security.envelope import defang
 
 if TYPE_CHECKING:
     from hilbert.fleet.context import RunContext
@@ -165,8 +168,11 @@ async def gated(
         resume = next((a for a in actions if isinstance(a, Resume)), None)
         if resume is None:
             return total
-        sent_back(resume.message)
-        spec = replace(spec, feedback=resume.message.content, round=spec.round + 1)
+        feedback = Message(
+            resume.message.role, defang(resume.message.content)
+        )  # it reads it outside our loop
+        sent_back(feedback)
+        spec = replace(spec, feedback=feedback.content, round=spec.round + 1)
 
 
 def emitter(ctx: RunContext, agent: str) -> Emit:
@@ -187,6 +193,8 @@ async def run_external(
     `agent_stopped` (with what it used, which counts toward the run's cost cap); its token is revoked
     when it ends. `worker` is what runs it (`external.worker`, or a runtime's way of placing it)."""
     agent = spec.worker
+    # the worker's own loop reads these, not hilbert's: defanged here, as hilbert's loop does
+    spec = replace(spec, prompt=defang(spec.prompt), system_prompt=defang(spec.system_prompt))
     started = {"task": spec.prompt, "model": external.model, "workspace": str(checkout.work_tree)}
     messages = ctx.store.put_messages([Message("system", spec.system_prompt), Message("user", spec.prompt)])
     data = {**started, "tools": [], "messages": messages, "external": True}  # its spend: in agent_stopped

@@ -18,7 +18,8 @@ agent's branch, index and files are untouched; the person's own ignore rules app
 `.env` stays out), runs the gate on base → snapshot, and answers `{"decision": "block", "reason": ...}`
 with the gate's reasons, or nothing to let it stop. The reason is worded as the fleet's workers are told
 (`hilbert.judge.rounds`): the reasons, the failing step's output (never the held-out tests'), and the
-`git checkout BASE -- ...` that puts back protected files (tests, their configuration) it changed.
+`git checkout BASE -- ...` that puts back protected files (tests, their configuration) it changed —
+defanged here, since the agent reading it is not in hilbert's loop (`hilbert.security.envelope.defang`).
 
 Per session, a state file beside the gate file (locked while read and written) keeps the round count
 and the base: without `base:` in the gate file, the base is the HEAD at the session's first stop, kept
@@ -55,6 +56,7 @@ from hilbert.judge.change import Allowances
 from hilbert.judge.gate import GateResult, Step, run_gate
 from hilbert.judge.rounds import BLOCK, Done, Halted, Originals, decide_round
 from hilbert.models.types import Model
+from hilbert.security.envelope import defang
 from hilbert.workspaces.git import Git
 
 GATE_HINT = "a gate file is YAML or JSON with at least `verify: COMMAND` (see `hilbert hook stop --help`)"
@@ -235,7 +237,7 @@ async def stop_hook(
         note = decision.reason if isinstance(decision, Halted) else "the gate passed; stop allowed"
         return HookAnswer(None, result, note)
     return HookAnswer(
-        {"decision": "block", "reason": decision.text},
+        {"decision": "block", "reason": defang(decision.text)},  # the agent reads it: no envelope in it
         result,
         f"sent back (round {used + 1} of {spec.max_rounds})",
     )

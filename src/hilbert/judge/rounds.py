@@ -30,7 +30,6 @@ from hilbert.agent.policies import Cause
 from hilbert.judge.evidence import WITHHELD
 from hilbert.judge.gate import GateResult, Step
 from hilbert.judge.panel import PanelResult
-from hilbert.security.envelope import defang
 
 IMPOSSIBLE = "the judge says the task is impossible"
 OUTPUT_CHARS = 3000  # the tail of the failing step's output a worker is shown
@@ -131,7 +130,7 @@ async def decide_round(
         if last:
             return Halted(f"the review panel still sends it back after {round_no} rounds", "panel_refused")
         reasons = "\n".join(f"- {reason}" for reason in panel.reasons)
-        return SendBack(PANEL_FEEDBACK.format(commit=commit[:12], reasons=defang(reasons), verify=verify))
+        return SendBack(PANEL_FEEDBACK.format(commit=commit[:12], reasons=reasons, verify=verify))
     because = "; ".join(result.reasons)
     if result.verdict == "impossible":
         return Halted(f"{IMPOSSIBLE}: {because}", "impossible")
@@ -145,15 +144,14 @@ def feedback(
     result: GateResult, *, commit: str, verify: str, template: str = FEEDBACK, restore: str = ""
 ) -> str:
     """The gate's reasons and the failing step's output (never a `WITHHELD` step's), in `template`.
-    Both quote the worker's code, untrusted text: defanged."""
+    Both quote the worker's code, untrusted text, as it is: what reads it defangs it (hilbert's agent
+    loop, `hilbert.agent.defanging`; the Stop hook's answer, `hilbert.judge.hook`)."""
     failed = failing_step(result.steps)
     output = (
         f"\nOutput of the failed {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
     )
     reasons = "\n".join(f"- {reason}" for reason in result.reasons)
-    return template.format(
-        commit=commit[:12], reasons=defang(reasons), output=defang(output), verify=verify, restore=restore
-    )
+    return template.format(commit=commit[:12], reasons=reasons, output=output, verify=verify, restore=restore)
 
 
 def failing_step(steps: tuple[Step, ...]) -> Step | None:
