@@ -207,7 +207,7 @@ def test_a_verify_past_its_timeout_says_which_setting_and_a_long_one_says_it_is_
 def test_a_change_that_adds_a_gitlink_or_a_dot_git_entry_is_refused_naming_it(tmp_path: Path) -> None:
     """Another repository inside a change (a gitlink, a `.git` file or folder at any depth) is an
     integrity finding that names it, and nothing of the change is run; a repository the harness's
-    commit left out is named the same way."""
+    commit left out is named with them."""
     repo = make_repo(tmp_path)
     base = git(repo, "rev-parse", "HEAD")
 
@@ -249,3 +249,26 @@ def test_a_change_that_adds_a_gitlink_or_a_dot_git_entry_is_refused_naming_it(tm
     ):
         assert named in reasons, reasons
     assert not list((tmp_path / "scratch").rglob("RAN"))
+
+
+def test_a_repository_the_commit_left_out_is_named_but_refuses_nothing_by_itself(tmp_path: Path) -> None:
+    """A clone the worker keeps for reference is not in its change: the fix is judged as usual, and the
+    integrity step names what was left out."""
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    (tmp_path / "home").mkdir()
+    result = asyncio.run(
+        run_gate(
+            repo,
+            base,
+            base,
+            verify="true",
+            scratch=tmp_path / "scratch",
+            git=Git(home=tmp_path / "home"),
+            runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
+            left_out=("reference",),
+        )
+    )
+    integrity = next(s for s in result.steps if s.name == "integrity")
+    assert integrity.passed and any("reference/ is a git repository" in f for f in integrity.findings)
+    assert [s.name for s in result.steps][:2] == ["verify", "integrity"], result.steps

@@ -117,9 +117,11 @@ async def run_gate(
     judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Every command
     goes through `runner` (the worker's code runs there too: its tests, its conftest), each within
     `timeouts.verify_s`; `on_wait(step, elapsed_s)` hears that a long one is still running. Model
-    errors propagate: an outage is not a verdict. `left_out`: the nested repositories the harness's
-    commit left out of `head` (integrity findings). A change that adds another repository (a gitlink, a
-    `.git` entry) or had one left out is refused on the integrity step alone: no command runs on it."""
+    errors propagate: an outage is not a verdict. A change that adds another repository (a gitlink, a
+    `.git` entry) is refused on the integrity step alone: no command runs on it. `left_out`: the nested
+    repositories the harness's commit left out of `head`; they are not in the change, so they are named
+    in the integrity step (and in any send-back) but refuse nothing by themselves: a worker that keeps a
+    clone for reference can still finish, and a fix that lives in one fails its checks without it."""
     steps_runner = _Steps(Path(repo), Path(scratch), git, runner, on_wait)
     steps: list[Step] = []
 
@@ -128,14 +130,13 @@ async def run_gate(
         on_step(step)
 
     change = await change_between(Path(repo), base, head, git)
-    findings = left_out_findings(left_out) + integrity_findings(
-        change, verify=verify, allow=allow or Allowances()
-    )
+    findings = integrity_findings(change, verify=verify, allow=allow or Allowances())
+    noted = tuple(str(f) for f in left_out_findings(left_out))
     integrity = Step(
         "integrity",
         not findings,
         f"{len(findings)} finding(s)" if findings else "no check saw tampering",
-        tuple(str(f) for f in findings),
+        tuple(str(f) for f in findings) + noted,
     )
     if any(f.check == "nested_repository" for f in findings):  # refused: nothing of it is run
         done(integrity)
