@@ -41,9 +41,7 @@ async def per_run_ms(command: str, runs: int, workspace: Path, sandbox: Sandbox)
             command, root=workspace, timeout=Timeout(60, "bench"), output=Output(2000, lambda: None)
         )
         if done.exit_code != 0:
-            raise SystemExit(
-                f"bench: `{command}` failed (exit {done.exit_code}): {done.output.render(workspace)}"
-            )
+            raise SystemExit(f"bench: `{command}` failed (exit {done.exit_code}): {done.output.render()}")
     return (time.perf_counter() - started) * 1000 / runs
 
 

@@ -278,10 +278,11 @@ def test_a_cut_survey_is_read_from_the_saved_output_a_page_at_a_time(tmp_path: P
     from hilbert.sim.lead.procedure import PAGE_LINES, whole_output
 
     saved = [f"FAILED tests/test_a.py::test_{n} - assert 1 == 2" for n in range(PAGE_LINES + 30)]
-    (tmp_path / ".hilbert" / "outputs").mkdir(parents=True)
-    (tmp_path / ".hilbert" / "outputs" / "o-1.txt").write_text("\n".join(saved) + "\n")
+    (tmp_path / "outputs").mkdir()  # where the toolbox saves whole outputs: outside the workspace
+    (tmp_path / "outputs" / "o-1.txt").write_text("\n".join(saved) + "\n")
+    (tmp_path / "ws").mkdir()
     tools = ToolBox(
-        tmp_path, runner=Runner.unsandboxed(), max_output_chars=4_000
+        tmp_path / "ws", runner=Runner.unsandboxed(), max_output_chars=4_000, outputs=tmp_path / "outputs"
     )  # about 70 of these lines a page
     steps = whole_output(
         "head\n[... 1,234 more bytes; the whole output is in .hilbert/outputs/o-1.txt]\ntail"

@@ -3,10 +3,11 @@
 `glob_matcher(glob)` follows ripgrep's rules (those of `.gitignore`), the ones models are trained on:
 a glob without `/` matches a file's name at any depth, so `*.py` finds `src/pkg/mod.py`; a glob with
 `/` is anchored; `**` spans folders. It matches relative `/`-separated paths and touches no file.
-`walk(base)` lists the files under a folder for it to match, pruning `SKIP_DIRS` (git's and hilbert's
-folders, virtual environments, caches) as it goes rather than listing them and filtering afterwards,
-and never entering a symlinked folder. Whether a file is really inside the workspace is the caller's
-check (`ToolBox._matching`).
+`walk(folder)` lists the files under an open folder for it to match, pruning `SKIP_DIRS` (git's and
+hilbert's folders, virtual environments, caches) as it goes rather than listing them and filtering
+afterwards, and never entering a symlinked folder (each folder opened from its parent's descriptor with
+`O_NOFOLLOW`, so one swapped for a link meanwhile is not entered). Whether a symlinked file leads to a
+file inside the workspace is the caller's check (`ToolBox._matching`, which opens it beneath the root).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 SKIP_DIRS = frozenset({".git", ".hilbert", "__pycache__", ".venv", "node_modules"})
 
@@ -76,18 +76,46 @@ def _class_end(glob: str, start: int) -> int:
     return -1 if end < 0 or "/" in glob[start:end] else end
 
 
-def walk(base: Path) -> Iterator[Path]:
-    """Every file and every symlink (unfollowed: the caller decides) under the folder `base`, without
-    entering symlinked folders or `SKIP_DIRS`; a folder that cannot be read is passed over."""
-    folders = [base]
-    while folders:
-        try:
-            entries = list(os.scandir(folders.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in SKIP_DIRS:
-                    folders.append(Path(entry.path))
-            elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
-                yield Path(entry.path)
+def walk(folder: int) -> Iterator[str]:
+    """Every file and every symlink (unfollowed: the caller decides) under the open folder `folder`, as
+    `/`-separated paths relative to it, without entering symlinked folders or `SKIP_DIRS`; a folder
+    that cannot be read is passed over. Each folder is opened relative to its parent's descriptor with
+    `O_NOFOLLOW`, so a folder swapped for a symlink meanwhile is not entered either; at most one
+    descriptor per level is open at a time."""
+    first = os.dup(folder)
+    stack = [("", first, _entries(first))]
+    try:
+        while stack:
+            prefix, fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(fd)
+                stack.pop()
+                continue
+            name, is_dir, is_file = entry
+            if is_dir:
+                if name in SKIP_DIRS:
+                    continue
+                try:
+                    child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue
+                stack.append((f"{prefix}{name}/", child, _entries(child)))
+            elif is_file:
+                yield prefix + name
+    finally:
+        for _, fd, _ in stack:
+            os.close(fd)
+
+
+def _entries(folder: int) -> Iterator[tuple[str, bool, bool]]:
+    """(name, a folder?, a file or symlink?) for each entry of the open `folder`; none if unreadable."""
+    try:
+        with os.scandir(folder) as listing:
+            found = [
+                (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False) or e.is_symlink())
+                for e in listing
+            ]
+    except OSError:
+        found = []
+    return iter(found)

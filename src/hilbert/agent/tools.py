@@ -14,9 +14,17 @@ Shell commands go through the `Runner` the toolbox is given (`hilbert.commands.r
 the edge): the command policy reads each first, then it runs in the runner's sandbox with the
 workspace the one writable folder, its environment (no keys, no agent sockets), limits, command slots
 and `timeouts.shell_s` (a model may ask for less); a refusal is the tool error. Output beyond
-`max_output_chars` is cut to its head and tail, and the whole output is saved under
-`.hilbert/outputs/` in the workspace so the agent can read it with read_file
-(`hilbert.commands.process.Output`).
+`max_output_chars` is cut to its head and tail, and the whole output is saved to a file the agent can
+read with read_file and grep as `.hilbert/outputs/output-<n>.txt` (`hilbert.commands.process.Output`).
+
+Every file is opened beneath its folder (`hilbert.agent.paths.Folder`: openat2 with `RESOLVE_BENEATH`,
+or an `O_NOFOLLOW` walk), never checked by name and opened later, so nothing a worker's process plants
+or swaps meanwhile leads the tools — which run outside the sandbox — out of the workspace; symlinks
+that stay inside work. The saved outputs are not in the workspace at all (a command still running
+there could otherwise swap the file under the harness's writes): they live in `outputs`, a folder
+outside it that the sandbox hides (the fleet's: `<run folder>/outputs/<worker>`; by default a private
+temporary folder), and the tools map the path `.hilbert/outputs/<name>` — and only that — to it;
+they are read-only to the agent, and shell commands cannot see them.
 """
 
 from __future__ import annotations
@@ -24,20 +32,25 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
+import stat
+import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from hilbert.agent.globs import glob_matcher, walk
-from hilbert.agent.paths import ToolRefused, confine, relative
+from hilbert.agent.paths import READ, Folder, ToolRefused
 from hilbert.commands.process import Output
 from hilbert.commands.runner import Runner, shell_timeout
 from hilbert.models.types import ToolCall, ToolSpec
 from hilbert.security.scope import ToolScope
 
 FINISH = "finish"
+OUTPUTS = ".hilbert/outputs"  # how the agent names the folder its long outputs are saved in
 
 
 @dataclass(frozen=True)
@@ -176,13 +189,21 @@ class ToolBox:
         runner: Runner,
         max_output_chars: int = 12_000,
         max_results: int = 500,
+        outputs: Path | None = None,
+        use_openat2: bool = True,
     ) -> None:
         """`runner` runs the shell tool's commands (its sandbox, policy, environment, limits, slots and
-        shell timeout), with this workspace the one writable folder."""
+        shell timeout), with this workspace the one writable folder. `outputs`: the folder long
+        outputs are saved in, outside the workspace and hidden by the sandbox (made when first
+        needed; None: a private temporary folder, removed with the toolbox). `use_openat2=False`
+        opens files with the `O_NOFOLLOW` walk even where the kernel has openat2 (for tests)."""
         self.runner = runner
-        self.root = workspace.resolve()
+        self.files = Folder(workspace, use_openat2=use_openat2)
+        self.root = self.files.root_path
         self.max_output_chars = max_output_chars
         self.max_results = max_results
+        self.use_openat2 = use_openat2
+        self._outputs_at = outputs
         self._outputs = 0
         self._handlers: dict[str, Callable[..., Any]] = {
             "read_file": self.read_file,
@@ -218,18 +239,27 @@ class ToolBox:
             return ToolOutcome(f"{call.name} failed: {failure}", True)
 
     # -- file tools ---------------------------------------------------------------------------------
+    def _locate(self, path: str) -> tuple[Folder, str, str]:
+        """The folder a path given by the model lies in, the path relative to it, and the prefix to
+        name what is found there by: `.hilbert/outputs/...` is the saved outputs' folder."""
+        relative = self.files.relative(path)
+        parts = relative.split("/")
+        if parts[:2] == OUTPUTS.split("/"):
+            return self._outputs_folder(), "/".join(parts[2:]) or ".", f"{OUTPUTS}/"
+        return self.files, relative, ""
+
     def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
         """Numbered whole lines from `start_line` to `end_line` (1-based, inclusive), as many as fit in
         `max_output_chars`; when not all fit, a last line says which were shown, of how many, and the
         `start_line` to go on from. A first line longer than the cap is clipped (so a call always makes
         progress). Nothing is saved to a file: the file itself is there to be read again."""
-        target = confine(self.root, path)
-        if target.is_dir():
-            raise ToolRefused(f"{path} is a directory; use list_files")
+        folder, relative, _ = self._locate(path)
+        with folder.root() as root:
+            fd = folder.open_file(root, relative, READ, path)
         first, last = max(1, start_line or 1), end_line or 0
         shown: list[str] = []
         room, cut, count = self.max_output_chars, False, 0
-        with target.open(encoding="utf-8", errors="replace") as lines:
+        with open(fd, encoding="utf-8", errors="replace") as lines:
             for count, line in enumerate(lines, 1):
                 if count < first or cut:
                     continue
@@ -254,73 +284,107 @@ class ToolBox:
             shown.append(f"[{span} of {count:,} shown; call read_file with start_line={b + 1}]")
         return "\n".join(shown)
 
+    def _writable(self, path: str) -> str:
+        folder, relative, _ = self._locate(path)
+        if folder is not self.files:
+            raise ToolRefused(f"refused: {path!r} is a saved output, kept as the command wrote it")
+        return relative
+
     def write_file(self, path: str, content: str) -> str:
-        target = confine(self.root, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-        return f"wrote {len(content.encode())} bytes to {relative(self.root, target)}"
+        relative = self._writable(path)
+        data = content.encode()
+        with self.files.root() as root:
+            self.files.make_parents(root, relative, path)
+            fd = self.files.open_file(
+                root, relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, path
+            )
+        with open(fd, "wb") as file:
+            file.write(data)
+        return f"wrote {len(data)} bytes to {relative}"
 
     def edit_file(self, path: str, old: str, new: str) -> str:
-        target = confine(self.root, path)
-        text = target.read_text()
-        if not old:
-            raise ToolRefused("edit_file: `old` must not be empty; use write_file to create a file")
-        count = text.count(old)
-        if count != 1:
-            found = (
-                "not found" if count == 0 else f"found {count} times; include more context to make it unique"
-            )
-            raise ToolRefused(f"edit_file: `old` {found} in {path}")
-        target.write_text(text.replace(old, new, 1))
-        return f"edited {relative(self.root, target)}"
+        relative = self._writable(path)
+        with self.files.root() as root:
+            with open(self.files.open_file(root, relative, READ, path), encoding="utf-8") as file:
+                text = file.read()
+            if not old:
+                raise ToolRefused("edit_file: `old` must not be empty; use write_file to create a file")
+            count = text.count(old)
+            if count != 1:
+                found = (
+                    "not found"
+                    if count == 0
+                    else f"found {count} times; include more context to make it unique"
+                )
+                raise ToolRefused(f"edit_file: `old` {found} in {path}")
+            fd = self.files.open_file(root, relative, os.O_WRONLY | os.O_TRUNC | os.O_NONBLOCK, path)
+        with open(fd, "w", encoding="utf-8") as file:
+            file.write(text.replace(old, new, 1))
+        return f"edited {relative}"
 
     def list_files(self, pattern: str = "**/*") -> str:
-        found = sorted(relative(self.root, p) for p in self._matching(self.root, pattern, "list_files"))
+        with self.files.root() as root:
+            found = self._matching(self.files, root, ".", pattern, "list_files")
         return self._limit(found, "files") or "(no files match)"
 
     def grep(self, pattern: str, path: str = ".", glob: str = "**/*") -> str:
         regex = re.compile(pattern)
-        base = confine(self.root, path)
-        files = [base] if base.is_file() else self._matching(base, glob, "grep")
+        folder, base, prefix = self._locate(path)
         hits: list[str] = []
-        for file in files:
+        with folder.root() as root:
+            fd = folder.open(root, base, READ, path)
             try:
-                text = file.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                continue
-            rel = relative(self.root, file)
-            hits.extend(
-                f"{rel}:{n}:{_clip(line)}" for n, line in enumerate(_lines(text), 1) if regex.search(line)
-            )
-            if len(hits) > self.max_results:
-                break
+                is_file = stat.S_ISREG(os.fstat(fd).st_mode)
+            finally:
+                os.close(fd)
+            files = [base] if is_file else self._matching(folder, root, base, glob, "grep")
+            for file in files:
+                try:
+                    with open(folder.open_file(root, file, READ, file), encoding="utf-8") as opened:
+                        text = opened.read()
+                except (UnicodeDecodeError, OSError, ToolRefused):
+                    if is_file:
+                        raise
+                    continue
+                shown = prefix + file
+                hits.extend(
+                    f"{shown}:{n}:{_clip(line)}"
+                    for n, line in enumerate(_lines(text), 1)
+                    if regex.search(line)
+                )
+                if len(hits) > self.max_results:
+                    break
         return self._limit(hits, "matches") or "(no matches)"
 
-    def _matching(self, base: Path, pattern: str, tool: str) -> list[Path]:
-        """The files under `base`, sorted, that `pattern` (ripgrep's rules, see `glob_matcher`) matches
-        by their path relative to `base` or to the workspace root. Only files really inside the
-        workspace: symlinked folders are not entered, a symlinked file counts only when it leads to a
-        file inside; `SKIP_DIRS` (hilbert's and git's own folders, caches) are pruned on the way."""
+    def _matching(self, folder: Folder, root: int, base: str, pattern: str, tool: str) -> list[str]:
+        """The files under `base` (relative to `folder`'s root, open as `root`), sorted, that `pattern`
+        (ripgrep's rules, see `glob_matcher`) matches by their path relative to `base` or to the root.
+        Only files really inside: symlinked folders are not entered, a symlinked file counts only when
+        it opens beneath the root as a file; `SKIP_DIRS` (hilbert's and git's own folders, caches) are
+        pruned on the way."""
         pattern = pattern.strip()
         while pattern.startswith("./"):
             pattern = pattern[2:]
         if not pattern or Path(pattern).is_absolute() or ".." in pattern.split("/"):
             raise ToolRefused(f"{tool}: the pattern must be relative to the workspace, without '..'")
         matches = glob_matcher(pattern)
-        found = (
-            file
-            for file in walk(base)
-            if matches(file.relative_to(base).as_posix()) or matches(file.relative_to(self.root).as_posix())
-        )
-        return sorted(file for file in found if not file.is_symlink() or self._inside(file))
-
-    def _inside(self, link: Path) -> bool:
-        """Whether a symlink leads to a file inside the workspace (a loop or a dangling link does not)."""
+        start = folder.open(root, base, os.O_RDONLY | os.O_DIRECTORY, base)
         try:
-            real = link.resolve()
-        except (OSError, RuntimeError):
+            under = "" if base == "." else f"{base}/"
+            found = [under + file for file in walk(start) if matches(file) or matches(under + file)]
+        finally:
+            os.close(start)
+        return sorted(file for file in found if self._a_file(folder, root, file))
+
+    def _a_file(self, folder: Folder, root: int, relative: str) -> bool:
+        """Whether `relative` opens beneath the root as a regular file (a symlink leading out, a loop or
+        a dangling link does not)."""
+        try:
+            fd = folder.open_file(root, relative, READ, relative)
+        except (OSError, ToolRefused):
             return False
-        return real.is_relative_to(self.root) and real.is_file()
+        os.close(fd)
+        return True
 
     # -- shell --------------------------------------------------------------------------------------
     async def shell(self, command: str, timeout_s: int | None = None) -> ToolOutcome:
@@ -333,14 +397,14 @@ class ToolBox:
         )
         if done.refused is not None:
             return ToolOutcome(done.refused, True)
-        text = done.output.render(self.root)
+        text = done.output.render()
         if done.exit_code is None:
             return ToolOutcome(f"[timed out after {done.timeout.describe()}; killed]\n{text}", True)
         if done.exit_code < 0 or done.exit_code - 128 in (signal.SIGXCPU, signal.SIGKILL):
             number = -done.exit_code if done.exit_code < 0 else done.exit_code - 128
             why = " (its CPU-time limit)" if number == signal.SIGXCPU else ""
             return ToolOutcome(
-                f"[killed by {signal.Signals(number).name}{why}]\n{done.output.render(self.root)}", True
+                f"[killed by {signal.Signals(number).name}{why}]\n{done.output.render()}", True
             )
         return ToolOutcome(f"[exit {done.exit_code}]\n{text}")
 
@@ -348,16 +412,28 @@ class ToolBox:
     def _output(self) -> Output:
         return Output(self.max_output_chars // 2, self._spill_file)
 
-    def _spill_file(self) -> Path | None:
-        """A new file under .hilbert/outputs for a long output; None if that is not in the workspace."""
-        self._outputs += 1
+    def _outputs_folder(self) -> Folder:
+        """The folder the whole outputs are saved in (made now if missing): outside the workspace."""
+        if self._outputs_at is None:  # removed when the toolbox is
+            self._outputs_at = Path(tempfile.mkdtemp(prefix="hilbert-outputs-"))
+            weakref.finalize(self, shutil.rmtree, self._outputs_at, ignore_errors=True)
+        self._outputs_at.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Folder(self._outputs_at, use_openat2=self.use_openat2)
+
+    def _spill_file(self) -> tuple[IO[bytes], str] | None:
+        """A new file for a long output, created exclusively in the outputs folder, and the name the
+        agent reads it by (`.hilbert/outputs/output-<n>.txt`); None if it cannot be made."""
         try:
-            folder = confine(self.root, ".hilbert/outputs")
-            folder.mkdir(parents=True, exist_ok=True)
-            ignore = confine(self.root, ".hilbert/.gitignore")
-            if not ignore.exists():
-                ignore.write_text("*\n")
-            return confine(self.root, f".hilbert/outputs/output-{os.getpid()}-{self._outputs}.txt")
+            folder = self._outputs_folder()
+            with folder.root() as root:
+                while True:  # a toolbox made again for the same worker finds its earlier files there
+                    self._outputs += 1
+                    name = f"output-{self._outputs}.txt"
+                    try:
+                        fd = folder.open(root, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, name, 0o600)
+                    except FileExistsError:
+                        continue
+                    return open(fd, "wb"), f"{OUTPUTS}/{name}"
         except (ToolRefused, OSError):
             return None
 

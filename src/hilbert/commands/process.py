@@ -10,7 +10,9 @@ shell, the stop gate, the merge checks) and the harness's git (`hilbert.workspac
 
 `Output` keeps memory bounded whatever a command prints: the first and last `keep` bytes stay in
 memory, and once the output is longer than both, all of it (up to `max_saved` bytes) is written to a
-file the agent can read. `Limits` are the per-command resource limits set in the child.
+file the agent can read — one its `spill` opened (the agent's toolbox: outside the workspace, where a
+command still running cannot swap it) and names as the agent reads it. `Limits` are the per-command
+resource limits set in the child.
 """
 
 from __future__ import annotations
@@ -31,19 +33,21 @@ from hilbert.commands.groups import CommandGroup, CommandGroups
 DRAIN_S = 1.0  # how long to keep reading after the command exited (background children may hold the pipe)
 
 
+Spill = Callable[[], tuple[IO[bytes], str] | None]  # a new file opened for writing, and its name
+
+
 class Output:
     """Collects bytes with bounded memory; `render()` gives what the model sees."""
 
-    def __init__(
-        self, keep: int, spill: Callable[[], Path | None] | None = None, max_saved: int = 20_000_000
-    ) -> None:
-        """Keep `keep` bytes at each end; past that, all of it goes to the file `spill()` names (None:
-        the middle is dropped, as for the harness's own checks, whose ends are what counts)."""
+    def __init__(self, keep: int, spill: Spill | None = None, max_saved: int = 20_000_000) -> None:
+        """Keep `keep` bytes at each end; past that, all of it goes to the file `spill()` opens, which
+        `render` names as `spill` said (None, or a spill that returns None: the middle is dropped, as
+        for the harness's own checks, whose ends are what counts)."""
         self.keep, self.spill, self.max_saved = keep, spill, max_saved
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self.saved: Path | None = None
+        self.saved: str | None = None
         self.saved_bytes = 0
         self._file: IO[bytes] | None = None
 
@@ -55,8 +59,8 @@ class Output:
         rest = chunk[room:]
         limit = 2 * self.keep
         if before <= limit < self.total:  # from now on the output is cut: save all of it
-            self.saved = self.spill() if self.spill else None
-            self._file = self.saved.open("wb") if self.saved else None
+            opened = self.spill() if self.spill else None
+            self._file, self.saved = opened if opened else (None, None)
             self._write(bytes(self.head) + bytes(self.tail) + rest)  # the tail is still whole here
         elif self.total > limit:
             self._write(chunk)
@@ -76,7 +80,7 @@ class Output:
             self._file.close()
             self._file = None
 
-    def render(self, root: Path) -> str:
+    def render(self) -> str:
         self.close()
         head = self.head.decode(errors="replace")
         if self.total <= 2 * self.keep:
@@ -86,11 +90,10 @@ class Output:
         if self.spill is None:
             where = "the middle is not kept"
         elif self.saved is None:
-            where = "not saved: .hilbert/ is not a folder inside the workspace"
+            where = "the whole output could not be saved"
         else:
-            rel = self.saved.relative_to(root.resolve()).as_posix()
             cut = f" (cut at {self.max_saved:,} bytes)" if self.saved_bytes >= self.max_saved else ""
-            where = f"the whole output is in {rel}{cut}"
+            where = f"the whole output is in {self.saved}{cut}"
         return f"{head}\n[... {more:,} more bytes; {where}]\n{tail.decode(errors='replace')}"
 
 

@@ -189,7 +189,7 @@ class Ran:
         """The output as a reader sees it, ending with what the harness did to it."""
         if self.refused is not None:
             return self.refused
-        text = self.output.render(root)
+        text = self.output.render()
         if self.exit_code is None:
             text += f"\n[hilbert: `{_short(self.command)}` {self.status()}; killed]"
         return text

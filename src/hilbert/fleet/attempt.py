@@ -108,7 +108,7 @@ class Attempts:
             after=known.delivered if known else 0, joined=resumed.joined if resumed else None,
         )  # fmt: skip
         tools: Tools = MessageTools(
-            ToolBox(checkout.work_tree, runner=ctx.runner),
+            ToolBox(checkout.work_tree, runner=ctx.runner, outputs=ctx.root / "outputs" / name.id),
             store=ctx.store,
             run=ctx.run,
             sender=name.display,
