@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from fleet_support import ENV, readme_repo
 from hilbert.commands import Runner
 from hilbert.fleet.inbox import send
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.proposals import decide, pending_lines, proposals
+from hilbert.fleet.proposals import decide, proposals
 from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
@@ -110,6 +111,13 @@ async def _peer_tells_t2(tmp_path: Path, store: EventStore, running: asyncio.Tas
     raise AssertionError("the workers did not start")
 
 
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as the person runs it."""
+    argv = [sys.executable, "-m", "hilbert.ui.cli", *args, "--run", "r", "--db", str(tmp_path / "log.db")]
+    env = {**ENV, "HILBERT_HOME": str(tmp_path / "home")}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
 def _show(repo: Path, tip: str, path: str) -> str | None:
     shown = subprocess.run(["git", "show", f"{tip}:{path}"], cwd=repo, capture_output=True, text=True)
     return shown.stdout if shown.returncode == 0 else None
@@ -131,9 +139,8 @@ def test_a_worker_that_read_a_peers_message_has_its_candidate_held_until_the_per
         first = _first_run(tmp_path, store, server)
         events = store.events(run="r")
         held = [e.data for e in events if e.kind == "proposal_held"]
-        waiting = pending_lines(store, "r", ended=True)
         peer, tainted = _worker_of(store, "T1"), _worker_of(store, "T2")
-        decide(store, "r", "P1", approve=True)
+        status, approve = _cli(tmp_path, "status"), _cli(tmp_path, "approve", "P1")
         second = asyncio.run(_fleet(tmp_path, store, server, resume=True))
         states = {p.id: p.status for p in proposals(store, "r")}
     # the untainted worker's candidate merged as before; the tainted one passed its gate but waits
@@ -146,7 +153,11 @@ def test_a_worker_that_read_a_peers_message_has_its_candidate_held_until_the_per
     assert held[0]["worker_messages"] == [{"sender": peer, "id": message}]
     assert held[0]["detail"]["task"] == "T2" and held[0]["detail"]["worker"] == tainted
     assert "two.txt" in held[0]["detail"]["diffstat"]
-    assert any("P1 merge candidate T2" in line and peer in line for line in waiting), waiting
+    # `hilbert status` lists it; `hilbert approve` decides it although the run has ended
+    assert status.returncode == 0 and "1 candidate(s) of workers that read a peer's message" in status.stdout
+    assert f"P1 merge candidate T2 of {tainted} (1 file changed" in status.stdout, status.stdout
+    assert f"it read messages from {peer}" in status.stdout
+    assert approve.returncode == 0 and "hilbert run --resume r` merges it" in approve.stdout, approve
     # approved, the resumed run lands it
     assert {t: s.status for t, s in second.states.items()} == {"T1": "done", "T2": "done"}
     assert _show(second.integration_repo, second.integration_tip, "two.txt") == "two\n"

@@ -310,6 +310,7 @@ def _started(state: FleetState, e: ev.FleetStarted) -> None:
 def _resumed(state: FleetState, e: ev.FleetResumed) -> None:
     state.resumed.append(e)
     state.pid, state.host, state.interrupted = e.pid, e.host, None
+    state.finished = None  # a finished run resumed for a held candidate the person decided on
     if state.lead_open is not None:  # the session died with its process: its tasks go to a new one
         state.shown.difference_update(state.lead_open)
         state.lead_open = None

@@ -26,6 +26,8 @@ from hilbert.fleet.events import MERGE_HELD, ProposalApplied, ProposalHeld
 from hilbert.fleet.inbox import HARNESS
 from hilbert.fleet.outcomes import failure
 from hilbert.fleet.proposals import PROPOSAL_HELD, Proposal, proposals
+from hilbert.fleet.state import FleetState
+from hilbert.store import EventStore
 
 _DIFFSTAT_CHARS = 4000
 
@@ -89,9 +91,21 @@ def settle(ctx: RunContext, proposal: Proposal) -> str | None:
     return None
 
 
+def decided(store: EventStore, run: str, state: FleetState) -> list[Proposal]:
+    """The person's decisions on held candidates that no run carried out yet: a finished run with any
+    is resumed to carry them out (`hilbert run --resume RUN`)."""
+    return [
+        p
+        for p in proposals(store, run)
+        if p.action == MERGE_HELD
+        and p.status in ("approved", "rejected")
+        and state.held.get(str(p.detail.get("task", ""))) == p.detail.get("ref")
+    ]
+
+
 def settle_all(ctx: RunContext) -> list[str]:
     """At a resume: the decisions made while the run was down; the tasks released to the queue."""
     return [task for p in proposals(ctx.store, ctx.run) if (task := settle(ctx, p)) is not None]
 
 
-__all__ = ["hold", "hold_all", "settle", "settle_all"]
+__all__ = ["decided", "hold", "hold_all", "settle", "settle_all"]

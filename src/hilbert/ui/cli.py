@@ -370,7 +370,7 @@ def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
         merge = any(p.merge for p in proposals(store, run) if p.id == wanted)
         if merge and (state.finished is not None or run_ended(state)):
             decided = decide(store, run, proposal, approve=True)
-            click.echo(f"approved {decided.summary()} (run {run}); `hilbert run --resume` merges it")
+            click.echo(f"approved {decided.summary()} (run {run}); `hilbert run --resume {run}` merges it")
             return
         if state.finished is not None or (run_ended(state) and not state.started):
             raise UserError(
