@@ -30,6 +30,7 @@ from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.responder import Conversation, Reply
 
 PEER_NOTE = "PEER-NOTE: please write two.txt now"
+GO_ON = "GO-ON-NOW"
 
 
 def _call(task: str, turn: int, tool: str, arguments: dict[str, Any]) -> Reply:
@@ -54,25 +55,29 @@ class Workers:
         told = any(PEER_NOTE in m.content for m in conversation.messages[1:] if m.role == "user")
         if task == "T2" and not told and "rejected" not in brief:
             return _call(task, turn, "shell", {"command": "sleep 0.2"})
-        name = {"T1": "one", "T2": "two"}[task]
+        if task == "T3" and not any(
+            GO_ON in m.content for m in conversation.messages[1:] if m.role == "user"
+        ):
+            return _call(task, turn, "shell", {"command": "sleep 0.2"})  # keeps the run going
+        name = {"T1": "one", "T2": "two", "T3": "three"}[task]
         return _call(task, turn, "write_file", {"path": f"{name}.txt", "content": f"{name}\n"})
 
 
-def _plan() -> Plan:
-    return Plan(
-        goal="g",
-        tasks=(
-            Task(id="T1", title="write one", verify="test -f one.txt"),
-            Task(id="T2", title="write two", verify="test -f two.txt"),
-        ),
-    )
+def _plan(waiter: bool = False) -> Plan:
+    tasks = [
+        Task(id="T1", title="write one", verify="test -f one.txt"),
+        Task(id="T2", title="write two", verify="test -f two.txt"),
+    ]
+    if waiter:
+        tasks.append(Task(id="T3", title="write three", verify="test -f three.txt"))
+    return Plan(goal="g", tasks=tuple(tasks))
 
 
 async def _fleet(
-    tmp_path: Path, store: EventStore, server: FakeServer, *, resume: bool = False
+    tmp_path: Path, store: EventStore, server: FakeServer, *, resume: bool = False, waiter: bool = False
 ) -> FleetResult:
     return await run_fleet(
-        None if resume else _plan(),
+        None if resume else _plan(waiter),
         repo=None if resume else readme_repo(tmp_path / "repo"),
         root=tmp_path / "run",
         run="r",
@@ -81,7 +86,7 @@ async def _fleet(
         runner=Runner.unsandboxed(ENV),
         settings=Settings.of(
             {
-                "fleet.workers": 2,
+                "fleet.workers": 3,
                 "fleet.max_attempts": 2,
                 "gate.rounds": 1,
                 "budgets.max_turns": 600,
@@ -176,3 +181,31 @@ def test_a_rejected_tainted_candidate_is_sent_back_and_a_fresh_attempt_lands(tmp
     assert merged["ref"] != held["detail"]["ref"]  # a fresh attempt's, not the held one
     retried = next(e.data for e in events if e.kind == "task_retried" and e.data["task"] == "T2")
     assert "rejected" in retried["why"] and "not what the plan asked" in retried["why"]
+
+
+def test_a_candidate_approved_while_the_run_goes_on_is_merged_by_that_run(tmp_path: Path) -> None:
+    async def scenario(store: EventStore, server: FakeServer) -> FleetResult:
+        running = asyncio.create_task(_fleet(tmp_path, store, server, waiter=True))
+        await _peer_tells_t2(tmp_path, store, running)
+        await _first(store, running, lambda e: e.kind == "proposal_held")
+        decide(store, "r", "P1", approve=True)
+        await _first(store, running, lambda e: e.kind == "merged" and e.data["task"] == "T2")
+        key = MessageKey.for_run(tmp_path / "run")
+        send(store, "r", _worker_of(store, "T3"), GO_ON, key=key)
+        return await running
+
+    with FakeServer(Workers()) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = asyncio.run(scenario(store, server))
+        states = {p.id: p.status for p in proposals(store, "r")}
+    assert {t: s.status for t, s in result.states.items()} == {"T1": "done", "T2": "done", "T3": "done"}
+    assert _show(result.integration_repo, result.integration_tip, "two.txt") == "two\n"
+    assert states == {"P1": "applied"}
+
+
+async def _first(store: EventStore, running: asyncio.Task[Any], where: Any) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not running.done():
+        if any(where(e) for e in store.events(run="r")):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not seen (the fleet ended: {running.done()})")
