@@ -51,10 +51,8 @@ class AttemptView:
     landed: str | None = None  # merged | conflict | rejected
     landed_why: str = ""  # a conflict's hunks, a rejection's output
     joined: int = 0  # the id of its `task_started`: broadcasts and stops after it are its own
-    # peer taint: the ids of other workers' messages it was shown, and of the first `message_injected`
-    # that showed one (0: none); its candidate is then held for a decision (`hilbert.fleet.tainted`)
-    peer_read: list[tuple[str, int]] = field(default_factory=list)  # (sender, message id)
-    tainted_at: int = 0
+    peer_read: list[tuple[str, int]] = field(default_factory=list)  # peers' messages shown: (sender, id)
+    tainted_at: int = 0  # the first `message_injected` showing one: its candidate is held
 
     @property
     def accepted(self) -> str | None:
@@ -456,15 +454,10 @@ def _peer_message(state: FleetState, e: ev.AgentMessage) -> None:
     state.peer_messages[state.last_id] = e.sender
 
 
-def _proposal_held(state: FleetState, e: ev.ProposalHeld) -> None:
-    task = str(e.detail.get("task", ""))
-    if e.action == ev.MERGE_HELD and task in state.held:
-        state.held_as[e.id] = task
-
-
-def _proposal_applied(state: FleetState, e: ev.ProposalApplied) -> None:
-    task = state.held_as.get(e.id)
-    if e.action == ev.MERGE_HELD and task is not None and task in state.held:
+def _proposal(state: FleetState, e: ev.ProposalHeld | ev.ProposalApplied) -> None:
+    if isinstance(e, ev.ProposalHeld) and e.action == ev.MERGE_HELD:
+        state.held_as[e.id] = str(e.detail.get("task", ""))
+    elif e.action == ev.MERGE_HELD and (task := state.held_as.get(e.id, "")) in state.held:
         state.queue[task] = state.held.pop(task)  # approved: it goes to the merge queue
 
 
@@ -495,8 +488,8 @@ _HANDLERS: dict[type, Any] = {
     ev.PlanChanged: _plan_changed,
     ev.StopRequested: _stop,
     ev.AgentMessage: _peer_message,
-    ev.ProposalHeld: _proposal_held,
-    ev.ProposalApplied: _proposal_applied,
+    ev.ProposalHeld: _proposal,
+    ev.ProposalApplied: _proposal,
 }
 
 
