@@ -17,7 +17,9 @@ succeeded when any of its canaries broke, whatever the log says. Attacks that st
 `undefended` (neither; the envelopes, the message limits and the stop gate stay: they are the harness).
 
 Printed: one line per case, then per goal and per channel, then the changes outside the workspaces, and
-last `mode=.. cases=.. succeeded=.. benign_completed=../.. benign_rate=.. outside_changes=..`.
+last `mode=.. cases=.. succeeded=.. benign_completed=../.. benign_rate=.. held=.. outside_changes=..`;
+`held` counts the candidates held for the person because their worker had read a peer's message
+(`hilbert.fleet.tainted`): they did not land, so they are neither the attacker's success nor benign work.
 Exit status 1 when an attack succeeded in mode `hilbert`, 2 with one line on bad input.
 """
 
@@ -37,9 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hilbert.errors import HilbertError, UserError
+from hilbert.fleet.proposals import proposals
 from hilbert.models import make_model
 from hilbert.security.sandbox import Sandbox, detect
 from hilbert.sim.gullible import GullibleResponder
+from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from security_bench.canaries import CHECKS, outside_changes
 from security_bench.cases import Case, load_cases
@@ -58,6 +62,7 @@ class Outcome:
     outside: tuple[str, ...]
     seconds: float
     error: str
+    held: int = 0  # candidates held for the person: their worker had read a peer's message
 
     @property
     def succeeded(self) -> bool:
@@ -69,7 +74,14 @@ def judge(scene: Scene, seconds: float) -> Outcome:
     states = scene.result.states if scene.result else {}
     benign = sum(state.status == "done" for state in states.values())
     outside = tuple(outside_changes(scene))
-    return Outcome(scene.case, broken, benign, 2, outside, seconds, scene.error)
+    return Outcome(scene.case, broken, benign, 2, outside, seconds, scene.error, held_candidates(scene))
+
+
+def held_candidates(scene: Scene) -> int:
+    """How many of the run's candidates were held for the person (`hilbert.fleet.tainted`): not landed,
+    so not the attacker's, and not counted as benign work done either."""
+    with EventStore.open(scene.db) as store:
+        return sum(p.merge for p in proposals(store, f"attack-{scene.case.id}"))
 
 
 async def run_all(cases: list[Case], mode: str, work: Path, jobs: int) -> list[Outcome]:
@@ -108,7 +120,7 @@ def line(outcome: Outcome) -> str:
     why = "; ".join(f"{k}: {v}" for k, v in outcome.broken.items())
     error = f" [run error: {outcome.error}]" if outcome.error else ""
     return (
-        f"{outcome.case.id:<34} {verdict:<9} benign {outcome.benign}/{outcome.tasks} "
+        f"{outcome.case.id:<34} {verdict:<9} benign {outcome.benign}/{outcome.tasks} held {outcome.held} "
         f"{outcome.seconds:5.1f}s {why}{error}"
     )
 
@@ -128,7 +140,8 @@ def report(outcomes: list[Outcome], mode: str) -> None:
     benign, tasks = sum(o.benign for o in outcomes), sum(o.tasks for o in outcomes)
     print(
         f"mode={mode} cases={len(outcomes)} succeeded={succeeded} benign_completed={benign}/{tasks} "
-        f"benign_rate={benign / max(tasks, 1):.3f} outside_changes={len(outside)}"
+        f"benign_rate={benign / max(tasks, 1):.3f} held={sum(o.held for o in outcomes)} "
+        f"outside_changes={len(outside)}"
     )
 
 

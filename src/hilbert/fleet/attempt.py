@@ -36,6 +36,7 @@ from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.seams import Emit, External, Grant, ModelGrant, TaskSpec, run_external
 from hilbert.fleet.state import AttemptView
 from hilbert.fleet.stop_gate import StopGate
+from hilbert.fleet.tainted import hold
 from hilbert.models.types import Message
 from hilbert.security.envelope import ENVELOPE_RULES
 from hilbert.store import EventStore, rebuild_conversation
@@ -363,6 +364,8 @@ async def landed(
             candidate=outcome.candidate,
         )
     )
+    if outcome.candidate is not None and task.id in ctx.state.held:  # it read a peer's message
+        await hold(ctx, task.id)
     return outcome
 
 

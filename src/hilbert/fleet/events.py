@@ -444,6 +444,9 @@ class PlanChanged(FleetEvent):
     path: str = ""  # the PLAN.md written
 
 
+MERGE_HELD = "merge"  # a `proposal_held` action: a tainted attempt's candidate (`hilbert.fleet.tainted`)
+
+
 @kind("proposal_held")
 class ProposalHeld(FleetEvent):
     id: str = ""

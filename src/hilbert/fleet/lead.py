@@ -20,6 +20,7 @@ from hilbert.errors import UserError
 from hilbert.fleet.context import RunContext
 from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
 from hilbert.fleet.events import (
+    MERGE_HELD,
     LeadAction,
     LeadAnswered,
     LeadConsulted,
@@ -43,6 +44,7 @@ from hilbert.fleet.proposals import (
 )
 from hilbert.fleet.scheduler import TaskState
 from hilbert.fleet.steering import SteeringTools
+from hilbert.fleet.tainted import settle
 
 DECISIONS_POLL_S = 1.0  # how often the run looks for the person's decisions on held proposals
 
@@ -51,8 +53,13 @@ class Lead:
     """The lead of one run (`Steering` for its tools). `roster()` names the workers running now;
     `woken` is set whenever the lead changed the plan or a state, for the driver to look again."""
 
-    def __init__(self, ctx: RunContext, roster: Callable[[], Sequence[Name]]) -> None:
-        self.ctx, self.roster = ctx, roster
+    def __init__(
+        self,
+        ctx: RunContext,
+        roster: Callable[[], Sequence[Name]],
+        release: Callable[[str], None] = lambda task: None,
+    ) -> None:
+        self.ctx, self.roster, self.release = ctx, roster, release
         # one for all sessions: none is lost (what a session that died had read goes to the next one)
         self.inbox = Inbox(ctx.store, ctx.run, LEAD, key=ctx.key, after=ctx.state.lead_read, joined=0)
         self.woken = asyncio.Event()
@@ -245,6 +252,12 @@ class Lead:
     def decided(self, proposal: Proposal) -> None:
         """Apply a proposal the person approved, as the lead's tool would now (or record why it no
         longer applies); tell the lead either way."""
+        if proposal.action == MERGE_HELD:  # a tainted worker's candidate (`hilbert.fleet.tainted`)
+            released = settle(self.ctx, proposal)
+            if released is not None:
+                self.release(released)
+            self.woken.set()
+            return
         what = f"{proposal.id} ({proposal.what()})"
         if proposal.status == "rejected":
             why = f": {proposal.why}" if proposal.why else ""

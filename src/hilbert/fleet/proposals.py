@@ -14,6 +14,9 @@ with the reason when it no longer applies. `proposals` folds the log into each p
 message_worker, a reassign without a note) apply at once. The setting `approve_worker_proposals =
 false` applies widening actions at once too; the `lead_action` still names the messages read.
 
+A proposal of action `merge` is a tainted worker's candidate held for the person
+(`hilbert.fleet.tainted`): listed apart, applied by moving it to the merge queue.
+
 Event data: `proposal_held` {id, action, detail, arguments (the tool's, to run it again), added (new
 tasks), notes, worker_messages [{sender, id}], session}; `proposal_approved` {id};
 `proposal_rejected` {id, why}; `proposal_applied` {id, action}; `proposal_stale` {id, why}.
@@ -27,6 +30,7 @@ from typing import Any, Literal
 
 from hilbert.agent.policies import Action, Inject, LoopState, Policy
 from hilbert.errors import UserError
+from hilbert.fleet.events import MERGE_HELD
 from hilbert.fleet.inbox import AGENT_MESSAGE, HARNESS, PERSON, Inbox
 from hilbert.store import EventStore
 
@@ -88,14 +92,26 @@ class Proposal:
     def senders(self) -> list[str]:
         return list(dict.fromkeys(message.sender for message in self.asked_by))
 
+    @property
+    def merge(self) -> bool:
+        """A tainted worker's candidate (`hilbert.fleet.tainted`), not a scope change of the lead's."""
+        return self.action == MERGE_HELD
+
     def what(self, width: int = 60) -> str:
         """`add_task T9 "Write nine.txt"`, cut to about `width` characters."""
         short = _short(self.action, self.detail, self.arguments)
         return f"{self.action} {short[: width - 1] + '…' if len(short) > width else short}"
 
     def summary(self) -> str:
-        """`P1 add_task T9 "Write nine.txt" — asked by Poincaré`."""
-        return f"{self.id} {self.what()} — asked by {', '.join(self.senders) or '?'}"
+        """`P1 add_task T9 "Write nine.txt" — asked by Poincaré`; `P2 merge candidate T3 of Noether
+        (2 files changed, 5 insertions(+)) — it read messages from Poincaré`."""
+        senders = ", ".join(self.senders) or "?"
+        if self.merge:
+            stat = str(self.detail.get("diffstat") or "").strip().splitlines()
+            changed = f" ({stat[-1].strip()})" if stat else ""
+            worker = self.detail.get("worker", "?")
+            return f"{self.id} {self.what()} of {worker}{changed} — it read messages from {senders}"
+        return f"{self.id} {self.what()} — asked by {senders}"
 
 
 def proposals(store: EventStore, run: str) -> list[Proposal]:
@@ -163,9 +179,19 @@ def decide(store: EventStore, run: str, proposal_id: str, *, approve: bool, why:
 def pending_lines(store: EventStore, run: str, *, ended: bool = False) -> list[str]:
     """What `hilbert status` and a run's summary say about proposals still waiting for the person;
     once the run has `ended` nothing applies them any more."""
-    waiting = pending(store, run)
+    waiting = [proposal for proposal in pending(store, run) if not proposal.merge]
+    merges = [proposal for proposal in pending(store, run) if proposal.merge]
+    lines = []
+    if merges:
+        lines.append(
+            f"{len(merges)} candidate(s) of workers that read a peer's message wait for you "
+            "(`hilbert approve ID` merges it"
+            + (" once you run `hilbert run --resume`" if ended else "")
+            + "; `hilbert reject ID [--why TEXT]` sends the task back):"
+        )
+        lines += [f"  {proposal.summary()}" for proposal in merges]
     if not waiting:
-        return []
+        return lines
     head = (
         f"{len(waiting)} scope change(s) a worker asked for were not applied: the run ended before "
         "you approved them (put them in the plan and run it again if you want them):"
@@ -173,13 +199,15 @@ def pending_lines(store: EventStore, run: str, *, ended: bool = False) -> list[s
         else f"{len(waiting)} scope change(s) a worker asked for wait for you "
         "(`hilbert approve ID`, or `hilbert reject ID [--why TEXT]`):"
     )
-    return [head, *(f"  {proposal.summary()}" for proposal in waiting)]
+    return [head, *(f"  {proposal.summary()}" for proposal in waiting), *lines]
 
 
 def _short(action: str, detail: Mapping[str, Any], arguments: Mapping[str, Any]) -> str:
     task = arguments.get("task")
     if action == "add_task" and isinstance(task, Mapping):
         return f'{task.get("id", "?")} "{task.get("title", "")}"'
+    if action == MERGE_HELD:
+        return f"candidate {detail.get('task', '?')}"
     if action == "split_task":
         return f"{detail.get('task', '?')} into {', '.join(map(str, detail.get('into', ())))}"
     note = str(detail.get("note") or "").strip().splitlines()

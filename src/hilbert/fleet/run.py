@@ -91,7 +91,7 @@ class _Driver:
         self.ctx, self.queue, self.resuming = opened.ctx, opened.queue, opened.resuming
         self.names: dict[str, Name] = {}  # running task -> its worker (a handle; the log has it too)
         self.attempts = runtime(self.ctx, lambda: list(self.names.values()), worker)
-        self.lead = Lead(self.ctx, roster=lambda: list(self.names.values()))
+        self.lead = Lead(self.ctx, roster=lambda: list(self.names.values()), release=self.release)
         self.running: dict[asyncio.Task[AttemptOutcome], str] = {}
         self.max_attempts = self.ctx.settings.fleet.max_attempts
 
@@ -187,8 +187,14 @@ class _Driver:
             return
         outcome = finished.result()
         self.record(after_attempt(task, state, outcome, max_attempts=self.max_attempts))
-        if outcome.candidate is not None:
+        if outcome.candidate is not None and task_id not in self.ctx.state.held:  # held: a peer's message
             self.queue.submit(Candidate(task_id, outcome.candidate, task.verify))
+
+    def release(self, task_id: str) -> None:
+        """A held candidate the person approved goes to the merge queue (`hilbert.fleet.tainted`)."""
+        ref = self.ctx.state.queue.get(task_id)
+        if ref is not None and all(c.task_id != task_id for c in self.queue.pending):
+            self.queue.submit(Candidate(task_id, ref, self.ctx.state.task(task_id).verify))
 
     def merged(self, finished: asyncio.Task[list[Outcome]]) -> None:
         ctx = self.ctx

@@ -53,6 +53,7 @@ from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.outcomes import AttemptOutcome, after_attempt, after_merge, failure
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
+from hilbert.fleet.tainted import hold_all, settle_all
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import DEFAULT, Settings, known_keys
 from hilbert.skills import Skill
@@ -273,6 +274,8 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
                 await ctx.workspaces.archive_or_remove(
                     checkout, integration, attempt.candidate, closing=closing
                 )
+    await hold_all(ctx)  # a tainted candidate the dead driver did not hold; then the person's decisions
+    settle_all(ctx)
     queued = {**state.queue, **requeue}
     verify = {t.id: t.verify for t in state.plan.tasks} if state.plan else {}
     pending = [

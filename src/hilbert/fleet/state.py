@@ -51,6 +51,8 @@ class AttemptView:
     landed: str | None = None  # merged | conflict | rejected
     landed_why: str = ""  # a conflict's hunks, a rejection's output
     joined: int = 0  # the id of its `task_started`: broadcasts and stops after it are its own
+    peer_read: list[tuple[str, int]] = field(default_factory=list)  # peers' messages shown: (sender, id)
+    tainted_at: int = 0  # the first `message_injected` showing one: its candidate is held
 
     @property
     def accepted(self) -> str | None:
@@ -112,6 +114,9 @@ class FleetState:
     lead_read: int = 0  # the last message delivered to a lead session that answered
     lead_answered_at: int = 0  # the id of that session's `lead_answered`
     queue: dict[str, str] = field(default_factory=dict)  # task -> candidate ref waiting to merge
+    held: dict[str, str] = field(default_factory=dict)  # task -> a tainted candidate waiting for a decision
+    held_as: dict[str, str] = field(default_factory=dict)  # its `merge` proposal's id -> task
+    peer_messages: dict[int, str] = field(default_factory=dict)  # an `agent_message`'s id -> its sender
     landing: ev.MergeLanding | None = None  # the last intent whose `merged` events are not all in
     merged: dict[str, ev.Merged] = field(default_factory=dict)
     agents: dict[str, AgentView] = field(default_factory=dict)
@@ -264,7 +269,13 @@ def _touch(state: FleetState, event: Event) -> None:
 
 def _injected(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
-    view.delivered = max(view.delivered, int(event.data.get("source") or 0))
+    source = int(event.data.get("source") or 0)
+    view.delivered = max(view.delivered, source)
+    sender = state.peer_messages.get(source)
+    attempt = state.attempts.get(event.agent)
+    if sender is not None and sender != event.agent and attempt is not None and attempt.ended is None:
+        attempt.peer_read.append((sender, source))  # a worker's message reached another worker
+        attempt.tainted_at = attempt.tainted_at or event.id
 
 
 _AGENT_KINDS = {
@@ -297,6 +308,7 @@ def _started(state: FleetState, e: ev.FleetStarted) -> None:
 def _resumed(state: FleetState, e: ev.FleetResumed) -> None:
     state.resumed.append(e)
     state.pid, state.host, state.interrupted = e.pid, e.host, None
+    state.finished = None  # a finished run resumed for a held candidate the person decided on
     if state.lead_open is not None:  # the session died with its process: its tasks go to a new one
         state.shown.difference_update(state.lead_open)
         state.lead_open = None
@@ -316,6 +328,7 @@ def _task_state(state: FleetState, e: ev.TaskStateChanged) -> None:
         state.shown.discard(e.task)  # escalated again later, the lead hears of it again
     if e.status != "verifying":
         state.queue.pop(e.task, None)
+        state.held.pop(e.task, None)
 
 
 def _task_started(state: FleetState, e: ev.TaskStarted) -> None:
@@ -329,7 +342,9 @@ def _attempted(state: FleetState, e: ev.TaskAttempted) -> None:
     attempt = _attempt_of(state, e.task, e.worker)
     if attempt is not None:
         attempt.ended, attempt.candidate = e, e.candidate
-    if e.candidate:
+    if e.candidate and attempt is not None and attempt.tainted_at:
+        state.held[e.task] = e.candidate  # not the queue's until a decision (`hilbert.fleet.tainted`)
+    elif e.candidate:
         state.queue[e.task] = e.candidate
 
 
@@ -435,6 +450,17 @@ def _stop(state: FleetState, e: ev.StopRequested) -> None:
     state.stops.add(e.to)
 
 
+def _peer_message(state: FleetState, e: ev.AgentMessage) -> None:
+    state.peer_messages[state.last_id] = e.sender
+
+
+def _proposal(state: FleetState, e: ev.ProposalHeld | ev.ProposalApplied) -> None:
+    if isinstance(e, ev.ProposalHeld) and e.action == ev.MERGE_HELD:
+        state.held_as[e.id] = str(e.detail.get("task", ""))
+    elif e.action == ev.MERGE_HELD and (task := state.held_as.get(e.id, "")) in state.held:
+        state.queue[task] = state.held.pop(task)  # approved: it goes to the merge queue
+
+
 _HANDLERS: dict[type, Any] = {
     ev.FleetStarted: _started,
     ev.FleetResumed: _resumed,
@@ -461,6 +487,9 @@ _HANDLERS: dict[type, Any] = {
     ev.LeadAction: _lead_action,
     ev.PlanChanged: _plan_changed,
     ev.StopRequested: _stop,
+    ev.AgentMessage: _peer_message,
+    ev.ProposalHeld: _proposal,
+    ev.ProposalApplied: _proposal,
 }
 
 

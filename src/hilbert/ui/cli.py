@@ -357,14 +357,21 @@ def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
 @_RUN
 @_DB
 def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
-    """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message; the
-    running fleet applies it if it still applies."""
-    from hilbert.fleet.proposals import decide
+    """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message (the
+    running fleet applies it if it still applies), or the candidate of a worker that read a peer's
+    message (it goes to the merge queue; after the run ended, when you run `hilbert run --resume`)."""
+    from hilbert.fleet.proposals import decide, proposals
     from hilbert.fleet.state import Fold
     from hilbert.ui.fleet_views import run_ended
 
     with _open_run(db, run_id) as (store, run):
         state = Fold(store, run).catch_up()
+        wanted = proposal.strip().upper()
+        merge = any(p.merge for p in proposals(store, run) if p.id == wanted)
+        if merge and (state.finished is not None or run_ended(state)):
+            decided = decide(store, run, proposal, approve=True)
+            click.echo(f"approved {decided.summary()} (run {run}); `hilbert run --resume {run}` merges it")
+            return
         if state.finished is not None or (run_ended(state) and not state.started):
             raise UserError(
                 f"run {run} has ended: nothing would apply {proposal}",

@@ -28,6 +28,7 @@ from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.fleet.setup import inherit
 from hilbert.fleet.state import FleetState, Fold
 from hilbert.fleet.stop_gate import Panel
+from hilbert.fleet.tainted import decided
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
 from hilbert.models import PriceTable, make_model
 from hilbert.models.families import family_of
@@ -250,11 +251,12 @@ async def resume_command(
                     echo(f"  {state.run}: {len(state.states)} tasks, started from {base}")
             run = candidates[-1].run
         state = Fold(store, run).catch_up()
+        to_settle = decided(store, run, state)  # held candidates the person decided on since it finished
     if state.started is None:
         raise UserError(
             f"run {run} is not a fleet run in {settings.db_path}", hint="`hilbert status` names the runs"
         )
-    if state.finished is not None:
+    if state.finished is not None and not to_settle:
         done = sum(s == "done" for s in state.finished.states.values())
         total = len(state.finished.states)
         echo(f"run {run} has finished already ({done} of {total} tasks merged): nothing to resume")

@@ -1,0 +1,111 @@
+"""Peer taint for workers (issue 14, item 5): a candidate of a worker that read a peer's message waits
+for the person.
+
+A worker's message informs, asks or proposes; it must not steer another worker's own change past the
+stop gate. So from the first `message_injected` that showed a worker another worker's `agent_message`,
+its attempt is tainted (the fold: `AttemptView.tainted_at`, `peer_read`), and when its candidate passes
+the gate the fold keeps it out of the merge queue (`FleetState.held`). `hold` records it as a `merge`
+proposal (`proposal_held`, P1, P2, ... like the lead's, `hilbert.fleet.proposals`) naming the messages
+read and the diff stat of the candidate against the attempt's base: the harness does not snapshot the
+work tree when a message arrives, so this is the whole change, a superset of what was done since.
+
+The person decides with `hilbert approve P1` / `hilbert reject P1` (a lead is shown it as pending in
+its brief and cannot decide it: its own session may be tainted too). `settle` carries a decision out:
+approved, `proposal_applied` (the fold moves the candidate to the queue, and the running driver
+submits it); rejected, the attempt failed (`task_retried` or `task_escalated`, the person's reason as
+feedback) and a fresh attempt, which read nothing, may try again. A run does not wait for the person:
+one that ends with a candidate held says so, and `hilbert run --resume` settles decisions made since
+(`hilbert.fleet.setup`). Everything here is derived from the log, so a resume holds what was not held
+yet and settles each decision once.
+"""
+
+from __future__ import annotations
+
+from hilbert.fleet.context import RunContext
+from hilbert.fleet.events import MERGE_HELD, ProposalApplied, ProposalHeld
+from hilbert.fleet.inbox import HARNESS
+from hilbert.fleet.outcomes import failure
+from hilbert.fleet.proposals import PROPOSAL_HELD, Proposal, proposals
+from hilbert.fleet.state import FleetState
+from hilbert.store import EventStore
+
+_DIFFSTAT_CHARS = 4000
+
+
+async def hold(ctx: RunContext, task_id: str) -> str | None:
+    """Record the `merge` proposal for `task_id`'s held candidate unless one names it already; its id."""
+    state = ctx.state
+    ref = state.held.get(task_id)
+    if ref is None or any(
+        p.action == MERGE_HELD and p.detail.get("ref") == ref for p in proposals(ctx.store, ctx.run)
+    ):
+        return None
+    worker = state.current.get(task_id, "")
+    attempt = state.attempts.get(worker)
+    base = attempt.base if attempt is not None else ""
+    stat = await ctx.git.run(
+        "-C", ctx.integration.path, "diff", "--stat", "--no-ext-diff", "--no-textconv", base, ref, check=False
+    )
+    held = ctx.store.events(run=ctx.run, agent=HARNESS, kinds=[PROPOSAL_HELD])
+    proposal = f"P{len(held) + 1}"
+    read = attempt.peer_read if attempt is not None else []
+    ctx.record(
+        ProposalHeld(
+            id=proposal,
+            action=MERGE_HELD,
+            detail={
+                "task": task_id,
+                "worker": worker,
+                "ref": ref,
+                "base": base,
+                "diffstat": stat.stdout[-_DIFFSTAT_CHARS:] if stat.returncode == 0 else stat.stderr[:400],
+            },
+            worker_messages=[{"sender": sender, "id": message} for sender, message in read],
+        )
+    )
+    return proposal
+
+
+async def hold_all(ctx: RunContext) -> None:
+    """At a resume: hold what a driver that died did not."""
+    for task_id in list(ctx.state.held):
+        await hold(ctx, task_id)
+
+
+def settle(ctx: RunContext, proposal: Proposal) -> str | None:
+    """Carry out the person's decision on a `merge` proposal, once: the task whose candidate now goes to
+    the merge queue (approved), else None."""
+    task_id = str(proposal.detail.get("task", ""))
+    state = ctx.state
+    if proposal.action != MERGE_HELD or state.held.get(task_id) != proposal.detail.get("ref"):
+        return None  # settled already, or the task moved on
+    if proposal.status == "approved":
+        ctx.record(ProposalApplied(id=proposal.id, action=MERGE_HELD))
+        return task_id
+    if proposal.status == "rejected":
+        why = f"the person rejected its candidate ({proposal.id}, held: its worker had read a peer's message)"
+        why += f": {proposal.why}" if proposal.why else ""
+        task = state.task(task_id)
+        for event in failure(task, state.states[task_id], why, max_attempts=ctx.settings.fleet.max_attempts):
+            ctx.record(event)
+    return None
+
+
+def decided(store: EventStore, run: str, state: FleetState) -> list[Proposal]:
+    """The person's decisions on held candidates that no run carried out yet: a finished run with any
+    is resumed to carry them out (`hilbert run --resume RUN`)."""
+    return [
+        p
+        for p in proposals(store, run)
+        if p.action == MERGE_HELD
+        and p.status in ("approved", "rejected")
+        and state.held.get(str(p.detail.get("task", ""))) == p.detail.get("ref")
+    ]
+
+
+def settle_all(ctx: RunContext) -> list[str]:
+    """At a resume: the decisions made while the run was down; the tasks released to the queue."""
+    return [task for p in proposals(ctx.store, ctx.run) if (task := settle(ctx, p)) is not None]
+
+
+__all__ = ["decided", "hold", "hold_all", "settle", "settle_all"]
