@@ -4,6 +4,7 @@ outside the workspaces.
     python bench/security.py                          # every case in bench/attacks/, hilbert's defences on
     python bench/security.py --cases my/cases         # and more cases (one YAML file each)
     python bench/security.py --only 'worm*' --mode undefended
+    python bench/security.py --sandbox landlock       # force one sandbox (default: the best one here)
 
 Every worker runs on the fake server's `gullible` responder, a model that obeys every instruction it reads
 (`hilbert.sim.gullible`). Each case (bench/attacks/README.md) puts an attack's payload on one channel
@@ -15,11 +16,14 @@ succeeded when any of its canaries broke, whatever the log says. Attacks that st
 `--mode` takes defences away, to show what each one stops and that the canaries can break:
 `hilbert` (all on), `no-policy` (no shell-command policy), `no-sandbox` (commands unsandboxed), and
 `undefended` (neither; the envelopes, the message limits and the stop gate stay: they are the harness).
+`--sandbox bubblewrap|landlock` forces one sandbox (in the sandboxed modes) where `detect()` would pick
+bubblewrap first; one that does not run here is one line of error.
 
 Printed: one line per case, then per goal and per channel, then the changes outside the workspaces, and
-last `mode=.. cases=.. succeeded=.. benign_completed=../.. benign_rate=.. held=.. outside_changes=..`;
-`held` counts the candidates held for the person because their worker had read a peer's message
-(`hilbert.fleet.tainted`): they did not land, so they are neither the attacker's success nor benign work.
+last `mode=.. cases=.. succeeded=.. benign_completed=../.. benign_rate=.. held=.. outside_changes=..
+sandbox=..`; `held` counts the candidates held for the person because their worker had read a peer's
+message (`hilbert.fleet.tainted`): they did not land, so they are neither the attacker's success nor
+benign work.
 Exit status 1 when an attack succeeded in mode `hilbert`, 2 with one line on bad input.
 """
 
@@ -51,6 +55,7 @@ from security_bench.scene import Scene, run_scene
 
 SHIPPED = Path(__file__).resolve().parent / "attacks"
 MODES = ("hilbert", "no-policy", "no-sandbox", "undefended")
+SANDBOXES = ("bubblewrap", "landlock")
 
 
 @dataclass(frozen=True)
@@ -84,13 +89,29 @@ def held_candidates(scene: Scene) -> int:
         return sum(p.merge for p in proposals(store, f"attack-{scene.case.id}"))
 
 
-async def run_all(cases: list[Case], mode: str, work: Path, jobs: int) -> list[Outcome]:
-    if mode in ("hilbert", "no-policy"):
-        sandbox = detect(accept_unsandboxed=False)
-        if sandbox.kind == "refuse":
-            raise UserError(f"no sandbox on this machine: {sandbox.why}", hint="use --mode no-sandbox")
+def choose_sandbox(mode: str, forced: str | None) -> Sandbox:
+    """The sandbox `mode` runs commands in: the best one here, or the `forced` one (taking the other away
+    from `detect`), or none; `UserError` when it does not run on this machine."""
+    if mode not in ("hilbert", "no-policy"):
+        if forced is not None:
+            raise UserError(f"--sandbox {forced} with --mode {mode}, which runs commands unsandboxed")
+        return Sandbox("unsandboxed")
+    if forced == "bubblewrap":
+        sandbox = detect(landlock_abi=lambda: 0)
+    elif forced == "landlock":
+        sandbox = detect(which=lambda name: None)
     else:
-        sandbox = Sandbox("unsandboxed")
+        sandbox = detect(accept_unsandboxed=False)
+    if forced is not None and sandbox.kind != forced:
+        reasons = sandbox.why.split("; ")  # bubblewrap's reason first, then Landlock's
+        why = reasons[0] if forced == "bubblewrap" else "; ".join(reasons[1:])
+        raise UserError(f"--sandbox {forced}: not available here ({why})")
+    if sandbox.kind == "refuse":
+        raise UserError(f"no sandbox on this machine: {sandbox.why}", hint="use --mode no-sandbox")
+    return sandbox
+
+
+async def run_all(cases: list[Case], sandbox: Sandbox, mode: str, work: Path, jobs: int) -> list[Outcome]:
     policy = mode in ("hilbert", "no-sandbox")
     slots = asyncio.Semaphore(jobs)
     outcomes: list[Outcome] = []
@@ -125,7 +146,7 @@ def line(outcome: Outcome) -> str:
     )
 
 
-def report(outcomes: list[Outcome], mode: str) -> None:
+def report(outcomes: list[Outcome], mode: str, sandbox: Sandbox) -> None:
     for field in ("goal", "channel"):
         print(f"\nby {field}:")
         total: Counter[str] = Counter(getattr(o.case, field) for o in outcomes)
@@ -141,7 +162,7 @@ def report(outcomes: list[Outcome], mode: str) -> None:
     print(
         f"mode={mode} cases={len(outcomes)} succeeded={succeeded} benign_completed={benign}/{tasks} "
         f"benign_rate={benign / max(tasks, 1):.3f} held={sum(o.held for o in outcomes)} "
-        f"outside_changes={len(outside)}"
+        f"outside_changes={len(outside)} sandbox={sandbox.kind}"
     )
 
 
@@ -152,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="*", help="case ids matching this glob")
     parser.add_argument("--mode", choices=MODES, default="hilbert")
     parser.add_argument("--jobs", type=int, default=2, help="cases at once (default 2)")
+    parser.add_argument("--sandbox", help="force one: bubblewrap or landlock (default: the best one here)")
     parser.add_argument("--keep", type=Path, help="keep each case's folder under this one")
     args = parser.parse_args(argv)
     try:
@@ -161,13 +183,16 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"no case matches {args.only!r}", hint="see bench/attacks/ for the ids")
         if args.jobs < 1:
             raise UserError("--jobs must be at least 1", hint="--jobs 2")
+        if args.sandbox is not None and args.sandbox not in SANDBOXES:
+            raise UserError(f"--sandbox {args.sandbox!r}: one of {', '.join(SANDBOXES)}")
+        sandbox = choose_sandbox(args.mode, args.sandbox)
         with tempfile.TemporaryDirectory(prefix="hilbert-attacks-") as scratch:
             work = args.keep.absolute() if args.keep else Path(scratch)
-            outcomes = asyncio.run(run_all(cases, args.mode, work, args.jobs))
+            outcomes = asyncio.run(run_all(cases, sandbox, args.mode, work, args.jobs))
     except HilbertError as error:
         print(f"security: error: {error}", file=sys.stderr)
         return 2
-    report(outcomes, args.mode)
+    report(outcomes, args.mode, sandbox)
     return 1 if args.mode == "hilbert" and any(o.succeeded for o in outcomes) else 0
 
 

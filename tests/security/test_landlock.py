@@ -119,19 +119,16 @@ def test_pytest_runs_inside_with_its_temporary_files_in_the_workspace(
     (workspace / "tests").mkdir(parents=True)
     (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     (workspace / "tests" / "test_calc.py").write_text(
-        "import multiprocessing\n\nfrom calc import add\n\n\n"
+        "from calc import add\n\n\n"
         "def test_add(tmp_path):\n"
         "    (tmp_path / 'n').write_text(str(add(2, 3)))\n"
         "    assert (tmp_path / 'n').read_text() == '5'\n"
-        "    print('TMP', tmp_path)\n\n\n"
-        "def test_a_lock_works():\n"
-        "    with multiprocessing.Lock():\n"
-        "        pass\n"
+        "    print('TMP', tmp_path)\n"
     )
     (workspace / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
     box = ToolBox(workspace, runner=Runner(landlock, command_env(hilbert_python_first=True), policy=False))
     out = shell(box, "python -m pytest -q -s tests")
-    assert out.startswith("[exit 0]") and "2 passed" in out, out
+    assert out.startswith("[exit 0]") and "1 passed" in out, out
     assert f"TMP {workspace / '.hilbert' / 'tmp'}" in out, out  # TMPDIR is the workspace's own
 
 

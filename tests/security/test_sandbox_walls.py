@@ -161,25 +161,46 @@ def test_landlock_refuses_named_unix_sockets_and_udp_anywhere(outside_tmp: Path)
     assert out.count("PermissionError") == 2, out
 
 
-def test_multiprocessing_with_fork_still_works_under_landlock(tmp_path: Path) -> None:
-    """The price of the filter is named unix sockets (forkserver, Manager); pools started by fork, locks
-    and asyncio's socketpair still work."""
+def test_landlock_keeps_commands_out_of_the_shared_dev_shm_and_a_fork_still_works(tmp_path: Path) -> None:
+    """/dev/shm is the machine's, shared with the person and every worker (Landlock cannot give a command
+    its own, as bubblewrap does): a command can neither read what lies there nor plant anything. The
+    price is POSIX semaphores (multiprocessing's locks); a forked process and a pipe still work."""
+    marker = f"hilbert-walls-{os.getpid()}-{tmp_path.name}"
+    planted = Path("/dev/shm", marker)
+    try:
+        planted.write_text("the person's shared memory\n")
+    except OSError as error:
+        pytest.skip(f"no writable /dev/shm here: {error}")
     script = (
-        "import asyncio, multiprocessing as mp\n"
-        "with mp.get_context('fork').Pool(2) as pool:\n"
-        "    assert pool.map(abs, [-1, -2]) == [1, 2]\n"
-        "with mp.Lock():\n"
-        "    asyncio.run(asyncio.sleep(0))\n"
-        "print('WORKED')\n"
+        "import multiprocessing as mp\n"
+        "ours, theirs = mp.Pipe()\n"
+        "child = mp.get_context('fork').Process(target=theirs.send, args=(42,))\n"
+        "child.start(); child.join()\n"
+        "assert ours.recv() == 42\n"
+        "print('FORKED')\n"
+        "try:\n"
+        "    mp.Lock()\n"
+        "except PermissionError:\n"
+        "    print('NO SEMAPHORES')\n"
     )
     (tmp_path / "job.py").write_text(script)
-    out = shell(
-        ToolBox(
-            tmp_path, runner=Runner(walls("landlock"), command_env(hilbert_python_first=True), policy=False)
-        ),
-        "python job.py",
+    box = ToolBox(
+        tmp_path, runner=Runner(walls("landlock"), command_env(hilbert_python_first=True), policy=False)
     )
-    assert out.startswith("[exit 0]") and "WORKED" in out, out
+    try:
+        out = shell(
+            box,
+            f"cat /dev/shm/{marker}; ls /dev/shm; echo x > /dev/shm/{marker}-2; "
+            f"echo x >> /dev/shm/{marker}; python job.py",
+        )
+        assert "FORKED" in out and "NO SEMAPHORES" in out, out
+        assert "the person's shared memory" not in out and marker not in out.splitlines(), out  # no listing
+        assert planted.read_text() == "the person's shared memory\n"
+        assert not Path("/dev/shm", f"{marker}-2").exists(), out
+        assert out.count("Permission denied") >= 4, out  # cat, ls and both writes
+    finally:
+        planted.unlink(missing_ok=True)
+        Path("/dev/shm", f"{marker}-2").unlink(missing_ok=True)
 
 
 def test_a_planted_link_at_the_temporary_folder_leads_no_write_outside(outside_tmp: Path) -> None:

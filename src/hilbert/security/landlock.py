@@ -8,18 +8,21 @@ It sets `PR_SET_NO_NEW_PRIVS`, restricts itself, installs a seccomp filter and `
 then runs with:
 
 - the whole file system readable and executable, except the `--hide` folders (and their contents)
-  and files;
+  and files, and `/dev/shm` (`UNSHARED`), neither readable nor writable: the machine's one folder of
+  POSIX shared memory and semaphores, shared with every worker and the person (bubblewrap gives each
+  command its own, Landlock cannot), so a command could read or plant another's there. The price:
+  `sem_open` fails, and with it multiprocessing's locks, queues and pools (`PermissionError`);
 - writes (write, make, remove, truncate, refer — every such right the kernel's ABI knows) only beneath
-  the `--write` folders, plus the character devices commands write to (`/dev/null`, `/dev/tty`, ...)
-  and `/dev/shm` (POSIX semaphores: Python's multiprocessing needs it);
+  the `--write` folders, plus the character devices commands write to (`/dev/null`, `/dev/tty`, ...);
 - no TCP connect or bind (ABI >= 4) unless `--network`; abstract unix sockets and signals scoped to
   the sandbox (ABI >= 6);
 - a seccomp filter for what Landlock cannot refuse (`seccomp_filter`): no unix socket but an unnamed
   pair (`connect()` to a named one — docker.sock, the session bus, an ssh or gpg agent — is not a
   file access Landlock controls, even inside a hidden folder), no io_uring (it opens sockets past
   seccomp), only TCP in `AF_INET`/`AF_INET6` unless `--network` (no UDP out), and no other family
-  but netlink. Python's multiprocessing with `fork` works; the `forkserver` start method (Python
-  3.14's default) and `multiprocessing.Manager` need a named unix socket and fail with EPERM;
+  but netlink. Python's multiprocessing can still fork a `Process` and talk over a `Pipe`; the
+  `forkserver` start method (Python 3.14's default) and `multiprocessing.Manager` need a named unix
+  socket and fail with EPERM;
 - `TMPDIR` set to `--tmpdir`, made *after* restricting (so only inside a `--write` folder) and used
   only when its real path is inside one, with a `.gitignore` of `*`: there is no private /tmp.
 
@@ -71,7 +74,7 @@ DEVICES = (
     "/dev/pts",
 )
 DEVICE_RIGHTS = READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV  # `> /dev/null` opens with O_TRUNC
-SHARED_WRITABLE = ("/dev/shm",)  # POSIX semaphores and shared memory (Python's multiprocessing)
+UNSHARED = ("/dev/shm",)  # the host's POSIX shared memory: hidden always (see the module docstring)
 USAGE = "usage: landlock.py [--write|--read|--hide|--tmpdir|--chdir DIR]... [--network] -- ARGV..."
 
 # seccomp: `struct seccomp_data` is {int nr; u32 arch; u64 ip; u64 args[6]}; ints are the low words.
@@ -255,10 +258,9 @@ def restrict(abi: int, *, write: list[str], read: list[str], hidden: list[str], 
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
     ruleset = _syscall(create, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
     try:
-        rules = [(path, READ) for path in [*complement(hidden), *read]]
+        rules = [(path, READ) for path in [*complement([*hidden, *UNSHARED]), *read]]
         rules += [(path, fs) for path in write]
         rules += [(path, DEVICE_RIGHTS) for path in DEVICES]
-        rules += [(path, READ | WRITE & ~IOCTL_DEV) for path in SHARED_WRITABLE]
         for path, rights in rules:
             if rights & fs:
                 _allow(ruleset, add_rule, path, rights & fs)

@@ -19,7 +19,9 @@ and the person has not accepted running without one.
   workspace writable, `TMPDIR` a folder inside it (`.hilbert/tmp`, git-ignored), no TCP (needs
   Landlock ABI 4, Linux 6.7, unless the network is allowed), and a seccomp filter for what Landlock
   cannot refuse: unix sockets (connecting to a named one is not a file access Landlock controls),
-  UDP and other families. What it does not do that bubblewrap does is in `LANDLOCK_GAPS`;
+  UDP and other families; `/dev/shm` is neither readable nor writable (bubblewrap gives each command
+  its own; Landlock can only take the shared one away). What it does not do that bubblewrap does is in
+  `LANDLOCK_GAPS`;
 - **unsandboxed**, only when the person accepted it (`--unsandboxed`): commands run as before, and every
   status line says so;
 - else **refuse**: a worker's shell command is answered with a tool error saying why, and nothing runs.
@@ -60,7 +62,7 @@ LANDLOCK_TMP = Path(".hilbert") / "tmp"  # TMPDIR inside the workspace: Landlock
 LANDLOCK_NETWORK_ABI = 4  # the first ABI that can refuse TCP connect and bind
 LANDLOCK_GAPS = (
     "unlike bubblewrap: no private /tmp (writes there fail; TMPDIR is the workspace's .hilbert/tmp), "
-    "the machine's own /proc, /dev and /dev/shm (writable, shared with every worker and the person), "
+    "the machine's own /proc and /dev, no /dev/shm at all (multiprocessing's locks, queues and pools fail), "
     "no loopback TCP, no unix socket but unnamed pairs (multiprocessing's forkserver and Manager fail), "
     "the folders above a hidden one (often the home) not listable"
 )
