@@ -86,7 +86,7 @@ def plan_of(project: SampleProject) -> Plan:
     return Plan(goal="make the test suite pass", tasks=tuple(tasks))
 
 
-@pytest.mark.timeout(1500)  # a hang guard: 318 s alone, 707 s beside the suite and other work, 900 s was hit once
+@pytest.mark.timeout(1500)  # a hang guard: 318 s alone, 707 s beside the suite; 900 s was hit once
 def test_128_workers_land_128_tasks_through_faults_conflicts_and_dependencies(tmp_path: Path) -> None:
     seed = random.randrange(1_000_000)
     project = generate_sample_project(
