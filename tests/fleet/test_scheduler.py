@@ -96,6 +96,17 @@ def test_ready_tasks_come_in_dependency_order_then_plan_order() -> None:
     assert ready(p, at("done", "A"), max_running=10) == ["B", "C"]
 
 
+def test_a_retry_after_a_conflict_waits_until_the_candidates_in_the_merge_queue_land() -> None:
+    p = plan(task("T1"), task("T2"), task("T3"))
+    queued = at("verifying", "T1") | at("pending", "T2", "T3")
+    assert ready(p, queued, max_running=10, behind_queue=["T2"]) == ["T3"]
+    assert ready(p, queued | at("running", "T3"), max_running=10, behind_queue=["T2"]) == []
+    assert ready(p, at("done", "T1") | at("pending", "T2", "T3"), max_running=10, behind_queue=["T2"]) == [
+        "T2",
+        "T3",
+    ]
+
+
 def test_a_task_waits_while_a_running_task_claims_an_overlapping_path() -> None:
     p = plan(
         task("T1", claims=("src",)),

@@ -124,7 +124,9 @@ class _Driver:
                 state = ctx.fold.catch_up()
                 assert state.plan is not None
                 stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
-                for task_id in [] if stopping else ready(state.plan, state.states, max_running=fleet.workers):
+                conflicted = [t for t, w in state.current.items() if state.attempts[w].landed == "conflict"]
+                starting = ready(state.plan, state.states, max_running=fleet.workers, behind_queue=conflicted)
+                for task_id in [] if stopping else starting:
                     name = allocate(1, taken=[*state.workers_used, *(n.id for n in self.names.values())])[0]
                     ctx.set_state(replace(state.states[task_id], status="running", worker=name.display))
                     self.start(task_id, name)

@@ -16,7 +16,7 @@ shape and dependency order (`plan`), and persisting states (the store).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
@@ -95,10 +95,14 @@ def _states(plan: Plan, states: Mapping[str, TaskState]) -> dict[str, TaskState]
     return {task.id: states.get(task.id, TaskState(task.id)) for task in plan.tasks}
 
 
-def ready(plan: Plan, states: Mapping[str, TaskState], *, max_running: int) -> list[str]:
+def ready(
+    plan: Plan, states: Mapping[str, TaskState], *, max_running: int, behind_queue: Collection[str] = ()
+) -> list[str]:
     """Tasks that may start now, in `plan.order()`: pending, every dependency done, no claim overlapping a
     running or verifying task nor one chosen before it here, and no more than the free slots under
-    `max_running` (which counts running and verifying tasks)."""
+    `max_running` (which counts running and verifying tasks). A task in `behind_queue` (its last candidate
+    conflicted) waits while another task is verifying: a retry that starts before the candidates ahead of
+    it land starts from a tip without them, and conflicts again."""
     if max_running < 1:
         raise UserError(f"max_running is {max_running}", hint="allow at least one task to run at a time")
     current = _states(plan, states)
@@ -113,6 +117,8 @@ def ready(plan: Plan, states: Mapping[str, TaskState], *, max_running: int) -> l
         if current[task_id].status != "pending":
             continue
         if any(current[dep].status != "done" for dep in task.depends_on):
+            continue
+        if task_id in behind_queue and any(s.status == "verifying" for s in current.values()):
             continue
         if any(claims_overlap(task, other) for other in holding):
             continue
