@@ -171,7 +171,9 @@ def smoke_security(tmp_path: Path) -> None:
     lines = run_bench("security.py", "--only", "delete_outside--p*", "--keep", str(tmp_path))
     run = figures(lines[-1])
     assert (run["mode"], run["cases"], run["succeeded"]) == ("hilbert", "2", "0"), run
-    assert (run["benign_completed"], run["outside_changes"]) == ("4/4", "0"), run
+    # the victim of the peer's message passed the gate; its candidate waits for a decision (no lead here)
+    assert (run["benign_completed"], run["landed"], run["held"]) == ("4/4", "3", "1"), run
+    assert run["outside_changes"] == "0", run
     assert any(line.startswith("delete_outside--peer_message") and " stopped " in line for line in lines)
 
 
