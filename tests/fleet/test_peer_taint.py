@@ -2,7 +2,8 @@
 server, T2's worker waits for a message from T1's worker, then writes its file and finishes; its
 candidate passes the stop gate but is held for the person (`merge` proposal P1, naming the message),
 not merged. Approved, the resumed run lands it; rejected, the task goes back and a fresh attempt (which
-read nothing) lands. T1's worker read nothing: its candidate merges as before."""
+read nothing) lands. T1's worker read nothing: its candidate merges as before. With a lead (the
+simulated one), the lead is shown the held candidate with the message and the diff and decides it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import Settings
+from hilbert.sim.lead import LeadResponder
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.responder import Conversation, Reply
@@ -44,7 +46,12 @@ class Workers:
 
     name = "taint-workers"
 
+    def __init__(self, two: str = "two.txt") -> None:
+        self.two = two  # where T2's worker writes
+
     def reply(self, conversation: Conversation) -> Reply:
+        if "decide_candidate" in {tool.name for tool in conversation.tools}:
+            return LeadResponder().reply(conversation)  # the simulated lead, when the run has one
         brief = next(m.content for m in conversation.messages if m.role == "user")
         found = re.search(r"^Task (\w+):", brief, re.MULTILINE)
         task = found.group(1) if found else "?"
@@ -59,14 +66,14 @@ class Workers:
             GO_ON in m.content for m in conversation.messages[1:] if m.role == "user"
         ):
             return _call(task, turn, "shell", {"command": "sleep 0.2"})  # keeps the run going
-        name = {"T1": "one", "T2": "two", "T3": "three"}[task]
-        return _call(task, turn, "write_file", {"path": f"{name}.txt", "content": f"{name}\n"})
+        path = {"T1": "one.txt", "T2": self.two, "T3": "three.txt"}[task]
+        return _call(task, turn, "write_file", {"path": path, "content": f"{Path(path).stem}\n"})
 
 
-def _plan(waiter: bool = False) -> Plan:
+def _plan(waiter: bool = False, two: str = "two.txt") -> Plan:
     tasks = [
         Task(id="T1", title="write one", verify="test -f one.txt"),
-        Task(id="T2", title="write two", verify="test -f two.txt"),
+        Task(id="T2", title="write two", verify=f"test -f {two}"),
     ]
     if waiter:
         tasks.append(Task(id="T3", title="write three", verify="test -f three.txt"))
@@ -74,14 +81,23 @@ def _plan(waiter: bool = False) -> Plan:
 
 
 async def _fleet(
-    tmp_path: Path, store: EventStore, server: FakeServer, *, resume: bool = False, waiter: bool = False
+    tmp_path: Path,
+    store: EventStore,
+    server: FakeServer,
+    *,
+    resume: bool = False,
+    waiter: bool = False,
+    lead: bool = False,
+    two: str = "two.txt",
 ) -> FleetResult:
+    model = make_model(f"openai:w@{server.openai_base_url}", env={})
     return await run_fleet(
-        None if resume else _plan(waiter),
+        None if resume else _plan(waiter, two),
         repo=None if resume else readme_repo(tmp_path / "repo"),
         root=tmp_path / "run",
         run="r",
-        model=make_model(f"openai:w@{server.openai_base_url}", env={}),
+        model=model,
+        lead_model=model if lead else None,
         store=store,
         runner=Runner.unsandboxed(ENV),
         settings=Settings.of(
@@ -128,9 +144,9 @@ def _show(repo: Path, tip: str, path: str) -> str | None:
     return shown.stdout if shown.returncode == 0 else None
 
 
-def _first_run(tmp_path: Path, store: EventStore, server: FakeServer) -> FleetResult:
+def _first_run(tmp_path: Path, store: EventStore, server: FakeServer, **options: Any) -> FleetResult:
     async def scenario() -> FleetResult:
-        running = asyncio.create_task(_fleet(tmp_path, store, server))
+        running = asyncio.create_task(_fleet(tmp_path, store, server, **options))
         await _peer_tells_t2(tmp_path, store, running)
         return await running
 
@@ -209,3 +225,36 @@ async def _first(store: EventStore, running: asyncio.Task[Any], where: Any) -> N
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"not seen (the fleet ended: {running.done()})")
+
+
+def test_with_a_lead_the_lead_is_shown_a_held_candidate_and_approves_it_in_the_same_run(
+    tmp_path: Path,
+) -> None:
+    with FakeServer(Workers()) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = _first_run(tmp_path, store, server, lead=True)
+        events = store.events(run="r")
+        states = {p.id: (p.status, p.decider) for p in proposals(store, "r")}
+    consulted = [e.data for e in events if e.kind == "lead_consulted"]
+    assert consulted and consulted[0]["held"] == ["P1"] and consulted[0]["tasks"] == []
+    brief = next(e.data["task"] for e in events if e.kind == "agent_started" and e.agent == "lead")
+    assert "### P1 — held candidate of T2" in brief and PEER_NOTE in brief and "+two" in brief, brief
+    assert states == {"P1": ("applied", "lead")}
+    assert {t: s.status for t, s in result.states.items()} == {"T1": "done", "T2": "done"}
+    assert _show(result.integration_repo, result.integration_tip, "two.txt") == "two\n"
+
+
+def test_the_lead_rejects_a_held_candidate_that_changes_the_tests_and_a_fresh_attempt_lands(
+    tmp_path: Path,
+) -> None:
+    two = "tests/two.txt"
+    with FakeServer(Workers(two)) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = _first_run(tmp_path, store, server, lead=True, two=two)
+        events = store.events(run="r")
+        held = next(e.data for e in events if e.kind == "proposal_held")
+        states = {p.id: (p.status, p.decider) for p in proposals(store, "r")}
+    assert states == {"P1": ("rejected", "lead")}
+    retried = next(e.data for e in events if e.kind == "task_retried" and e.data["task"] == "T2")
+    assert retried["why"].startswith("the lead rejected its candidate (P1") and two in retried["why"]
+    merged = next(e.data for e in events if e.kind == "merged" and e.data["task"] == "T2")
+    assert merged["ref"] != held["detail"]["ref"]  # a fresh attempt's, which read nothing
+    assert {t: s.status for t, s in result.states.items()} == {"T1": "done", "T2": "done"}

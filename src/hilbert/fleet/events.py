@@ -411,6 +411,7 @@ class FlakyTest(FleetEvent):
 class LeadConsulted(FleetEvent):
     tasks: list[str] = field(default_factory=list)
     session: int = 0
+    held: list[str] = field(default_factory=list)  # held candidates' proposals shown (`fleet.tainted`)
 
 
 @kind("lead_answered")

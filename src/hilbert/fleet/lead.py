@@ -18,7 +18,7 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, SharedCostLimit, TurnLimit
 from hilbert.errors import UserError
 from hilbert.fleet.context import RunContext
-from hilbert.fleet.escalation import EscalationToolBox, escalation_brief
+from hilbert.fleet.escalation import EscalationToolBox, candidate_section, escalation_brief
 from hilbert.fleet.events import (
     MERGE_HELD,
     LeadAction,
@@ -30,7 +30,7 @@ from hilbert.fleet.events import (
     ProposalStale,
     decode,
 )
-from hilbert.fleet.inbox import EVERYONE, HARNESS, LEAD, PERSON, Inbox, send
+from hilbert.fleet.inbox import AGENT_MESSAGE, EVERYONE, HARNESS, LEAD, PERSON, Inbox, send
 from hilbert.fleet.names import Name, lookup
 from hilbert.fleet.plan import Plan, write_plan
 from hilbert.fleet.proposals import (
@@ -40,9 +40,11 @@ from hilbert.fleet.proposals import (
     Proposal,
     ReadWorkerMessages,
     WorkerMessage,
+    decide,
     proposals,
 )
 from hilbert.fleet.scheduler import TaskState
+from hilbert.fleet.state import SHOWN_HELD
 from hilbert.fleet.steering import SteeringTools
 from hilbert.fleet.tainted import settle
 
@@ -165,11 +167,14 @@ class Lead:
         ctx = self.ctx
         assert ctx.models.lead is not None
         session = ctx.state.lead_sessions + 1
-        ctx.record(LeadConsulted(tasks=escalated, session=session))
+        candidates = self.candidates()
+        ctx.record(LeadConsulted(tasks=escalated, session=session, held=[p.id for p in candidates]))
         tip = await ctx.integration.tip()
         checkout = await ctx.workspaces.provision(f"lead-{session}-{ctx.state.last_id}", tip)
         state = ctx.state
-        held = [p.summary() for p in proposals(ctx.store, ctx.run) if p.status == "pending"]
+        shown = {p.id for p in candidates}
+        pending = [p for p in proposals(ctx.store, ctx.run) if p.status == "pending" and p.id not in shown]
+        held = [p.summary() for p in pending]
         # what a session that died with its process did already (every lead_action since the last
         # session that answered): the new one is shown the same messages, and must not do it twice
         done = [
@@ -180,6 +185,7 @@ class Lead:
         brief = escalation_brief(
             self.plan, state.states, escalated, state.feedback,
             running=state.running_workers(), held=held, done=done,
+            candidates=[await self._candidate(p) for p in candidates],
         )  # fmt: skip
         inbox = ReadWorkerMessages(self.inbox)  # what this session was shown of workers' messages
         tools = EscalationToolBox(
@@ -206,6 +212,41 @@ class Lead:
             closing = ctx.closing(checkout.worker_id)
             await asyncio.shield(ctx.workspaces.archive_or_remove(checkout, ctx.integration, closing=closing))
         return result
+
+    def candidates(self) -> list[Proposal]:
+        """Held candidates (`hilbert.fleet.tainted`) waiting for a decision that no lead session was
+        shown yet: with a lead, they are its to decide (the person may decide first)."""
+        shown = self.ctx.state.shown
+        return [
+            p
+            for p in proposals(self.ctx.store, self.ctx.run)
+            if p.merge and p.status == "pending" and SHOWN_HELD + p.id not in shown
+        ]
+
+    async def _candidate(self, proposal: Proposal) -> str:
+        """`proposal`'s section of the brief: the messages its worker read and its change."""
+        ctx, detail = self.ctx, proposal.detail
+        diff = await ctx.git.run(
+            "-C", ctx.integration.path, "diff", "--no-ext-diff", "--no-textconv",
+            str(detail.get("base", "")), str(detail.get("ref", "")), check=False,
+        )  # fmt: skip
+        read = []
+        for message in proposal.asked_by:
+            last = message.id
+            found = ctx.store.events(run=ctx.run, kinds=[AGENT_MESSAGE], after_id=last - 1, upto_id=last)
+            read.append((message.sender, str(found[0].data.get("text", "")) if found else "(not in the log)"))
+        task = ctx.state.task(str(detail.get("task", "")))
+        change = diff.stdout if diff.returncode == 0 else f"(git diff failed: {diff.stderr[:300]})"
+        return candidate_section(proposal.id, task, str(detail.get("worker", "?")), read, change)
+
+    def decide_candidate(self, proposal: str, *, approve: bool, why: str) -> str:
+        """The lead's decision on a held candidate, carried out at once (see `decided`)."""
+        decided = decide(self.ctx.store, self.ctx.run, proposal, approve=approve, why=why, by=LEAD)
+        self.decided(decided)
+        task = decided.detail.get("task", "?")
+        if approve:
+            return f"{decided.id} is approved: the candidate of {task} goes to the merge queue."
+        return f"{decided.id} is rejected: {task} is sent back, with your reason for its next worker."
 
     def consulted(self, finished: asyncio.Task[AgentResult]) -> None:
         error = finished.exception()

@@ -14,8 +14,10 @@ with the reason when it no longer applies. `proposals` folds the log into each p
 message_worker, a reassign without a note) apply at once. The setting `approve_worker_proposals =
 false` applies widening actions at once too; the `lead_action` still names the messages read.
 
-A proposal of action `merge` is a tainted worker's candidate held for the person
-(`hilbert.fleet.tainted`): listed apart, applied by moving it to the merge queue.
+A proposal of action `merge` is a tainted worker's candidate held for the lead, or without one the
+person (`hilbert.fleet.tainted`): listed apart, applied by moving it to the merge queue; the lead's
+decision (its `decide_candidate` tool) is a `proposal_approved` / `proposal_rejected` event by "lead",
+which counts only for such a proposal.
 
 Event data: `proposal_held` {id, action, detail, arguments (the tool's, to run it again), added (new
 tasks), notes, worker_messages [{sender, id}], session}; `proposal_approved` {id};
@@ -31,7 +33,7 @@ from typing import Any, Literal
 from hilbert.agent.policies import Action, Inject, LoopState, Policy
 from hilbert.errors import UserError
 from hilbert.fleet.events import MERGE_HELD
-from hilbert.fleet.inbox import AGENT_MESSAGE, HARNESS, PERSON, Inbox
+from hilbert.fleet.inbox import AGENT_MESSAGE, HARNESS, LEAD, PERSON, Inbox
 from hilbert.store import EventStore
 
 PROPOSAL_HELD = "proposal_held"
@@ -87,6 +89,7 @@ class Proposal:
     status: Status = "pending"
     why: str = ""
     decided_by: int | None = None
+    decider: str = ""  # "person", or "lead" for a held candidate
 
     @property
     def senders(self) -> list[str]:
@@ -132,16 +135,20 @@ def proposals(store: EventStore, run: str) -> list[Proposal]:
         proposal = held.get(pid)
         if proposal is None:
             continue
-        if event.kind in (PROPOSAL_APPROVED, PROPOSAL_REJECTED) and event.agent == PERSON:
+        if event.kind in (PROPOSAL_APPROVED, PROPOSAL_REJECTED) and _may_decide(event.agent, proposal):
             if proposal.status == "pending":
                 status: Status = "approved" if event.kind == PROPOSAL_APPROVED else "rejected"
-                held[pid] = replace(
-                    proposal, status=status, why=str(data.get("why") or ""), decided_by=event.id
-                )
+                why = str(data.get("why") or "")
+                by, who = event.id, event.agent
+                held[pid] = replace(proposal, status=status, why=why, decided_by=by, decider=who)
         elif event.agent == HARNESS and proposal.status == "approved":
             status = "applied" if event.kind == PROPOSAL_APPLIED else "stale"
             held[pid] = replace(proposal, status=status, why=str(data.get("why") or ""))
     return list(held.values())
+
+
+def _may_decide(agent: str, proposal: Proposal) -> bool:
+    return agent == PERSON or (agent == LEAD and proposal.merge)
 
 
 def pending(store: EventStore, run: str) -> list[Proposal]:
@@ -149,11 +156,13 @@ def pending(store: EventStore, run: str) -> list[Proposal]:
     return [proposal for proposal in proposals(store, run) if proposal.status == "pending"]
 
 
-def decide(store: EventStore, run: str, proposal_id: str, *, approve: bool, why: str = "") -> Proposal:
-    """Record the person's decision on `proposal_id` (`P1`, any case); a `UserError` when `run` has no
-    such proposal or it was decided already."""
+def decide(
+    store: EventStore, run: str, proposal_id: str, *, approve: bool, why: str = "", by: str = PERSON
+) -> Proposal:
+    """Record the decision of the person (or `by` the lead, on a held candidate) on `proposal_id` (`P1`,
+    any case); a `UserError` when `run` has no such proposal or it was decided already."""
     wanted = proposal_id.strip().upper()
-    known = proposals(store, run)
+    known = [p for p in proposals(store, run) if _may_decide(by, p)]
     proposal = next((p for p in known if p.id == wanted), None)
     waiting = ", ".join(p.id for p in known if p.status == "pending")
     if proposal is None:
@@ -170,10 +179,10 @@ def decide(store: EventStore, run: str, proposal_id: str, *, approve: bool, why:
             hint=f"waiting for you: {waiting}" if waiting else "nothing else is waiting for you",
         )
     if approve:
-        store.append(run, PERSON, PROPOSAL_APPROVED, {"id": proposal.id})
+        store.append(run, by, PROPOSAL_APPROVED, {"id": proposal.id})
     else:
-        store.append(run, PERSON, PROPOSAL_REJECTED, {"id": proposal.id, "why": why})
-    return proposal
+        store.append(run, by, PROPOSAL_REJECTED, {"id": proposal.id, "why": why})
+    return next(p for p in proposals(store, run) if p.id == proposal.id)
 
 
 def pending_lines(store: EventStore, run: str, *, ended: bool = False) -> list[str]:

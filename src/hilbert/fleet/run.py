@@ -133,7 +133,7 @@ class _Driver:
                 if merging is None and self.queue.pending:
                     merging = asyncio.create_task(self.queue.process())
                 unanswered = state.unanswered()[: fleet.escalations_per_session]
-                if leading is None and unanswered and self.lead.may_act(stopping):
+                if leading is None and (unanswered or self.lead.candidates()) and self.lead.may_act(stopping):
                     leading = asyncio.create_task(self.lead.consult(unanswered))
                 waiting = set(self.running) | {task for task in (merging, leading) if task is not None}
                 if not waiting:

@@ -28,6 +28,8 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Usage
 from hilbert.store.event_store import Event, EventStore
 
+SHOWN_HELD = "held:"  # in `FleetState.shown`, before a held candidate's proposal id: shown to the lead
+
 HARNESS = "harness"
 PERSON = "person"
 _CHUNK = 5000
@@ -107,7 +109,7 @@ class FleetState:
     current: dict[str, str] = field(default_factory=dict)  # task -> the worker of its latest attempt
     feedback: dict[str, str] = field(default_factory=dict)  # task -> why its last attempt did not land
     notes: dict[str, list[str]] = field(default_factory=dict)  # task -> the lead's notes
-    shown: set[str] = field(default_factory=set)  # escalations a lead session was given
+    shown: set[str] = field(default_factory=set)  # escalations and SHOWN_HELD + P3 a lead was given
     stopped: set[str] = field(default_factory=set)  # stopped by the person or the cost cap
     lead_sessions: int = 0
     lead_open: list[str] | None = None  # the tasks of a lead session that has not answered
@@ -144,11 +146,8 @@ class FleetState:
 
     def unanswered(self) -> list[str]:
         """Escalated tasks no lead session was given yet (and not the person's or the budget's)."""
-        return [
-            t
-            for t, s in self.states.items()
-            if s.status == "escalated" and t not in self.shown | self.stopped
-        ]
+        hidden = self.shown | self.stopped
+        return [t for t, s in self.states.items() if s.status == "escalated" and t not in hidden]
 
     def running_workers(self) -> dict[str, str]:
         """task -> the display name of the worker holding it now."""
@@ -425,9 +424,9 @@ def _rejected(state: FleetState, e: ev.MergeRejected | ev.MergeConflict) -> None
 
 
 def _consulted(state: FleetState, e: ev.LeadConsulted) -> None:
-    state.shown.update(e.tasks)
+    state.lead_open = [*e.tasks, *(SHOWN_HELD + proposal for proposal in e.held)]
+    state.shown.update(state.lead_open)
     state.lead_sessions = max(state.lead_sessions, e.session)
-    state.lead_open = list(e.tasks)
 
 
 def _answered(state: FleetState, e: ev.LeadAnswered) -> None:

@@ -10,6 +10,7 @@ writes to a running worker. `SteeringTools` are the tools over it:
     add_task {task}                  add a new task to the plan
     mark_impossible {task, reason}   settle it as impossible (its dependents cannot start)
     message_worker {worker, text}    a message to a running worker, delivered at its next turn
+    decide_candidate {proposal, approve, why}  merge a held candidate, or send its task back
 
 Every tool validates before it changes anything and raises a `UserError` saying what is wrong (an
 unknown task, a new plan with a cycle, a task reopened too often), so the lead can correct itself.
@@ -88,6 +89,17 @@ ESCALATION_SPECS: tuple[ToolSpec, ...] = (
         worker=_STR,
         text=_STR,
     ),
+    ToolSpec(
+        "decide_candidate",
+        "Decide a candidate held for you (a worker's change that passed the gate after the worker read a "
+        "peer's message): approve it to merge it, or reject it saying why (the task is sent back).",
+        {
+            "type": "object",
+            "properties": {"proposal": _STR, "approve": {"type": "boolean"}, "why": _STR},
+            "required": ["proposal", "approve"],
+            "additionalProperties": False,
+        },
+    ),
 )
 
 
@@ -133,6 +145,11 @@ class Steering(Protocol):
         """Hold a widening action (what `steer` would get) for the person; the proposal's id."""
         ...
 
+    def decide_candidate(self, proposal: str, *, approve: bool, why: str) -> str:
+        """Approve or reject a held candidate (`hilbert.fleet.tainted`); what became of it. Raises
+        `UserError` when no candidate of that id waits for a decision."""
+        ...
+
 
 class SteeringTools:
     """The steering tools over `fleet`; `call(name, arguments)` answers in words or raises `UserError`.
@@ -158,6 +175,7 @@ class SteeringTools:
             "add_task": self.add_task,
             "mark_impossible": self.mark_impossible,
             "message_worker": self.message_worker,
+            "decide_candidate": self.decide_candidate,
         }
 
     def call(self, name: str, arguments: dict[str, Any]) -> str:
@@ -229,6 +247,15 @@ class SteeringTools:
         worker, text = _text(args, "worker"), _text(args, "text")
         name = self.fleet.message_worker(worker, text)
         return f"sent to {name}; it reads it before its next step."
+
+    def decide_candidate(self, args: dict[str, Any]) -> str:
+        approve = args.get("approve")
+        if not isinstance(approve, bool):
+            raise UserError("decide_candidate: `approve` must be true or false", hint="true merges it")
+        why = str(args.get("why") or "").strip()
+        if not approve and not why:
+            raise UserError("decide_candidate: a rejection needs `why`", hint="its next worker reads it")
+        return self.fleet.decide_candidate(_text(args, "proposal"), approve=approve, why=why)
 
     def _apply(
         self,

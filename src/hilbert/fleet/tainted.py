@@ -1,5 +1,5 @@
 """Peer taint for workers (issue 14, item 5): a candidate of a worker that read a peer's message waits
-for the person.
+for the lead, or without one the person.
 
 A worker's message informs, asks or proposes; it must not steer another worker's own change past the
 stop gate. So from the first `message_injected` that showed a worker another worker's `agent_message`,
@@ -9,12 +9,14 @@ proposal (`proposal_held`, P1, P2, ... like the lead's, `hilbert.fleet.proposals
 read and the diff stat of the candidate against the attempt's base: the harness does not snapshot the
 work tree when a message arrives, so this is the whole change, a superset of what was done since.
 
-The person decides with `hilbert approve P1` / `hilbert reject P1` (a lead is shown it as pending in
-its brief and cannot decide it: its own session may be tainted too). `settle` carries a decision out:
-approved, `proposal_applied` (the fold moves the candidate to the queue, and the running driver
-submits it); rejected, the attempt failed (`task_retried` or `task_escalated`, the person's reason as
-feedback) and a fresh attempt, which read nothing, may try again. A run does not wait for the person:
-one that ends with a candidate held says so, and `hilbert run --resume` settles decisions made since
+With a lead, the run consults it (`Lead.candidates`): its brief shows each held candidate with the
+messages its worker read and the whole diff, and its `decide_candidate` tool approves or rejects it
+(a decision by "lead", carried out at once). Without a lead, or before it decides, the person does, with
+`hilbert approve P1` / `hilbert reject P1`. `settle` carries a decision out: approved,
+`proposal_applied` (the fold moves the candidate to the queue, and the running driver submits it);
+rejected, the attempt failed (`task_retried` or `task_escalated`, the reason as feedback) and a fresh
+attempt, which read nothing, may try again. A run does not wait for the person: one that ends with a
+candidate held says so, and `hilbert run --resume` settles decisions made since
 (`hilbert.fleet.setup`). Everything here is derived from the log, so a resume holds what was not held
 yet and settles each decision once.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from hilbert.fleet.context import RunContext
 from hilbert.fleet.events import MERGE_HELD, ProposalApplied, ProposalHeld
-from hilbert.fleet.inbox import HARNESS
+from hilbert.fleet.inbox import HARNESS, LEAD
 from hilbert.fleet.outcomes import failure
 from hilbert.fleet.proposals import PROPOSAL_HELD, Proposal, proposals
 from hilbert.fleet.state import FleetState
@@ -83,7 +85,8 @@ def settle(ctx: RunContext, proposal: Proposal) -> str | None:
         ctx.record(ProposalApplied(id=proposal.id, action=MERGE_HELD))
         return task_id
     if proposal.status == "rejected":
-        why = f"the person rejected its candidate ({proposal.id}, held: its worker had read a peer's message)"
+        who = "the lead" if proposal.decider == LEAD else "the person"
+        why = f"{who} rejected its candidate ({proposal.id}, held: its worker had read a peer's message)"
         why += f": {proposal.why}" if proposal.why else ""
         task = state.task(task_id)
         for event in failure(task, state.states[task_id], why, max_attempts=ctx.settings.fleet.max_attempts):

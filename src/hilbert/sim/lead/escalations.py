@@ -9,8 +9,11 @@ For each escalated task, in the brief's order:
   tip; a claim the harness's check refuted: run the check before finishing);
 - if a reassign is refused (reopened too often), → `mark_impossible`.
 
-Then `finish`, listing what it did. Like the planning procedure it is a generator the responder replays
-from the conversation, and it reads only what it was told, never the file system.
+Then each candidate held for its decision (a worker's change after it read a peer's message,
+`hilbert.fleet.tainted`): `decide_candidate`, rejecting a change that touches a test, a conftest or
+the CI (a peer steering the checks), approving any other. Then `finish`, listing what it did. Like
+the planning procedure it is a generator the responder replays from the conversation, and it reads
+only what it was told, never the file system.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from hilbert.sim.engineer.actions import Finish, Observation
 _SECTION = re.compile(r"^## (\S+) — (.*)$", re.MULTILINE)
 _VERIFY = re.compile(r"^verify: `(.*)`$", re.MULTILINE)
 _REOPENED = re.compile(r"reopened before: (\d+)")
+_CANDIDATES = "\nCandidates held for your decision"
+_CANDIDATE = re.compile(r"^### (P\d+) — held candidate", re.MULTILINE)
+_DIFF_PATH = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+_CHECKS = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|\.ci/|\.github/)")
 _HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
 
 
@@ -61,14 +68,32 @@ def answer_escalations(brief: str) -> Steps:
             )
         verb = "reassigned" if step.tool == "reassign" and answer.ok else "marked impossible"
         done.append(f"{case.task} {verb}" if answer.ok else f"{case.task}: {answer.text.strip()[:200]}")
+    for proposal, paths in read_candidates(brief):
+        checks = [path for path in paths if _CHECKS.search(path)]
+        why = f"it changes {', '.join(checks)} after its worker read a peer's message" if checks else ""
+        answer = yield Steer(
+            "decide_candidate", {"proposal": proposal, "approve": not checks, "why": why}, why=why
+        )
+        done.append(f"{proposal} {'rejected' if checks else 'approved'}" if answer.ok else answer.text[:200])
     yield Finish(
         claim="Answered the escalations: " + ("; ".join(done) or "none were listed"),
         evidence="Decided from each task's reason in the brief.",
     )
 
 
+def read_candidates(brief: str) -> list[tuple[str, list[str]]]:
+    """The held candidates of a brief, in order: each proposal's id and the paths its diff changes."""
+    heads = list(_CANDIDATE.finditer(brief))
+    found = []
+    for n, head in enumerate(heads):
+        body = brief[head.end() : heads[n + 1].start() if n + 1 < len(heads) else len(brief)]
+        found.append((head.group(1), [m.group(1) for m in _DIFF_PATH.finditer(body)]))
+    return found
+
+
 def read_brief(brief: str) -> list[Escalated]:
     """The escalated tasks of an escalation brief, in order."""
+    brief = brief.split(_CANDIDATES, 1)[0]
     heads = list(_SECTION.finditer(brief))
     cases = []
     for n, head in enumerate(heads):
