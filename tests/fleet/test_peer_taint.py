@@ -57,10 +57,13 @@ class Workers:
         task = found.group(1) if found else "?"
         turn = sum(1 for m in conversation.messages if m.role == "assistant")
         last = conversation.messages[-1]
-        if last.role == "tool" and last.name == "write_file":
-            return _call(task, turn, "finish", {"claim": "done", "evidence": "-"})
         told = any(PEER_NOTE in m.content for m in conversation.messages[1:] if m.role == "user")
-        if task == "T2" and not told and "rejected" not in brief:
+        waits = task == "T2" and not told and "rejected" not in brief  # T2's first attempt, untold
+        if last.role == "tool" and last.name == "write_file" and not waits:
+            return _call(task, turn, "finish", {"claim": "done", "evidence": "-"})
+        if waits and turn == 0:  # some work of its own before the message
+            return _call(task, turn, "write_file", {"path": "early.txt", "content": "early\n"})
+        if waits:
             return _call(task, turn, "shell", {"command": "sleep 0.2"})
         if task == "T3" and not any(
             GO_ON in m.content for m in conversation.messages[1:] if m.role == "user"
@@ -120,11 +123,16 @@ def _worker_of(store: EventStore, task: str) -> str:
 
 
 async def _peer_tells_t2(tmp_path: Path, store: EventStore, running: asyncio.Task[Any]) -> None:
-    """Once both workers run, T1's worker's message reaches T2's (as its `send_message` records it)."""
+    """Once both workers run and T2's has written early.txt, T1's worker's message reaches T2's (as its
+    `send_message` records it)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not running.done():
         started = {e.data["task"][:8] for e in store.events(run="r", kinds=["agent_started"])}
-        if any("Task T1:" in s for s in started) and any("Task T2:" in s for s in started):
+        wrote = any(
+            e.data.get("name") == "write_file" and e.agent == _worker_of(store, "T2")
+            for e in store.events(run="r", kinds=["tool_result"])
+        ) if any("Task T2:" in s for s in started) else False  # fmt: skip
+        if any("Task T1:" in s for s in started) and wrote:
             key = MessageKey.for_run(tmp_path / "run")
             send(store, "r", _worker_of(store, "T2"), PEER_NOTE, sender=_worker_of(store, "T1"), key=key)
             return
@@ -173,7 +181,11 @@ def test_a_worker_that_read_a_peers_message_has_its_candidate_held_until_the_per
     assert len(held) == 1 and held[0]["id"] == "P1" and held[0]["action"] == "merge"
     assert held[0]["worker_messages"] == [{"sender": peer, "id": message}]
     assert held[0]["detail"]["task"] == "T2" and held[0]["detail"]["worker"] == tainted
-    assert "two.txt" in held[0]["detail"]["diffstat"]
+    # the diff since the message: not what the worker had done before it read it
+    assert "two.txt" in held[0]["detail"]["diffstat"] and "early.txt" not in held[0]["detail"]["diffstat"]
+    snapshot = next(e.data for e in events if e.kind == "taint_snapshot")
+    assert snapshot["worker"] == tainted and held[0]["detail"]["since"] == snapshot["commit"] != ""
+    assert _show(first.integration_repo, snapshot["commit"], "early.txt") == "early\n"
     # `hilbert status` lists it; `hilbert approve` decides it although the run has ended
     assert status.returncode == 0 and "1 candidate(s) of workers that read a peer's message" in status.stdout
     assert f"P1 merge candidate T2 of {tainted} (1 file changed" in status.stdout, status.stdout
@@ -238,6 +250,7 @@ def test_with_a_lead_the_lead_is_shown_a_held_candidate_and_approves_it_in_the_s
     assert consulted and consulted[0]["held"] == ["P1"] and consulted[0]["tasks"] == []
     brief = next(e.data["task"] for e in events if e.kind == "agent_started" and e.agent == "lead")
     assert "### P1 — held candidate of T2" in brief and PEER_NOTE in brief and "+two" in brief, brief
+    assert "early" not in brief  # the diff since the message
     assert states == {"P1": ("applied", "lead")}
     assert {t: s.status for t, s in result.states.items()} == {"T1": "done", "T2": "done"}
     assert _show(result.integration_repo, result.integration_tip, "two.txt") == "two\n"

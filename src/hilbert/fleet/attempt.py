@@ -36,7 +36,7 @@ from hilbert.fleet.plan import Budget, Task
 from hilbert.fleet.seams import Emit, External, Grant, ModelGrant, TaskSpec, run_external
 from hilbert.fleet.state import AttemptView
 from hilbert.fleet.stop_gate import StopGate
-from hilbert.fleet.tainted import hold
+from hilbert.fleet.tainted import PeerSnapshot, hold
 from hilbert.models.types import Message
 from hilbert.security.envelope import ENVELOPE_RULES
 from hilbert.store import EventStore, rebuild_conversation
@@ -199,7 +199,7 @@ class Attempts:
                     TurnLimit(max(0, (budget.turns or ctx.settings.budgets.max_turns) - used)),
                     *([CostLimit(budget.usd)] if budget.usd else []),
                     spend,
-                    inbox,
+                    PeerSnapshot(ctx, inbox, task.id, name.display, checkout),
                     Reminders(task.verify, acceptance_items(task.description, task.verify)),
                     compaction_for(ctx.settings.context.strategy, model=ctx.models.worker, store=ctx.store),
                     gate,

@@ -445,6 +445,17 @@ class PlanChanged(FleetEvent):
     path: str = ""  # the PLAN.md written
 
 
+@kind("taint_snapshot")
+class TaintSnapshot(FleetEvent):
+    """The work tree of `worker`'s attempt at `task` as it was before the first peer's message reached
+    it, committed as `commit` (empty, with `why`, when that failed): a held candidate's diff since."""
+
+    task: str = ""
+    worker: str = ""
+    commit: str = ""
+    why: str = ""
+
+
 MERGE_HELD = "merge"  # a `proposal_held` action: a tainted attempt's candidate (`hilbert.fleet.tainted`)
 
 

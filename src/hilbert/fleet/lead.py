@@ -228,7 +228,7 @@ class Lead:
         ctx, detail = self.ctx, proposal.detail
         diff = await ctx.git.run(
             "-C", ctx.integration.path, "diff", "--no-ext-diff", "--no-textconv",
-            str(detail.get("base", "")), str(detail.get("ref", "")), check=False,
+            str(detail.get("since") or detail.get("base", "")), str(detail.get("ref", "")), check=False,
         )  # fmt: skip
         read = []
         for message in proposal.asked_by:

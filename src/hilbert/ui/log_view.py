@@ -224,9 +224,10 @@ _FLEET_LINES = {
     "lead_answered": "the lead is done ({status}){still_line}",
     "lead_message": "lead → {to}: {text_line}",
     "workspaces_fallback": "workspaces are full private clones from now on: {why}",
-    "proposal_held": "held for the person: {id} {action} {task_list}",
-    "proposal_approved": "the person approved {id}",
-    "proposal_rejected": "the person rejected {id}: {why_line}",
+    "proposal_held": "held for a decision: {id} {action} {task_list}",
+    "proposal_approved": "{decider} approved {id}",
+    "proposal_rejected": "{decider} rejected {id}: {why_line}",
+    "taint_snapshot": "{worker} reads a peer's message: its work tree before it is {commit:.10}{why_line}",
     "proposal_applied": "{id} applied",
     "proposal_stale": "{id} no longer applies: {why_line}",
 }
@@ -235,6 +236,7 @@ _FLEET_LINES = {
 def _render_fleet(event: Event, store: EventStore) -> Rendered:
     data = dict(event.data)
     data.update(
+        decider="the lead" if event.agent == "lead" else "the person",
         n_tasks=len(data.get("tasks", ())),
         task_list=", ".join(data.get("tasks", ())) or data.get("task", ""),
         by=f" ({data['worker']})" if data.get("worker") else "",

@@ -45,7 +45,7 @@ import re
 import shutil
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,13 +95,16 @@ class Workspaces:
         self.fallback_reason: str | None = None
         self._snapshots = Snapshots(self.git, self.repo, self.root / "objects")
 
-    async def _worker_git(self, checkout: Checkout, *args: str | Path, check: bool = True) -> GitResult:
+    async def _worker_git(
+        self, checkout: Checkout, *args: str | Path, check: bool = True, env: Mapping[str, str] = {}
+    ) -> GitResult:
         return await self.git.run(
             f"--git-dir={checkout.git_dir}",
             f"--work-tree={checkout.work_tree}",
             *args,
             cwd=checkout.work_tree,
             check=check,
+            extra_env=env,
         )
 
     async def provision(self, worker_id: str, base: str) -> Checkout:
@@ -194,14 +197,7 @@ class Workspaces:
         files stay in the work tree (and in the archive at cleanup), and the stop gate names it
         (`hilbert.judge.integrity.left_out_findings`). A gitlink that got in anyway (a repository made
         while `add` ran) is taken out of the index again before the commit."""
-        nested = await self.nested_repositories(checkout)
-        pathspecs = ["."] + [f":(exclude,literal){path}" for path in nested]
-        await self.git.run(  # `/.hilbert` is in the git dir's info/exclude
-            f"--git-dir={checkout.git_dir}", f"--work-tree={checkout.work_tree}",
-            "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul",
-            cwd=checkout.work_tree, stdin="\0".join(pathspecs).encode(),
-        )  # fmt: skip
-        await self._unstage_gitlinks(checkout)
+        await self._stage(checkout)
         staged = await self._worker_git(checkout, "diff", "--cached", "--quiet", check=False)
         if staged.returncode == 0:
             return None
@@ -213,10 +209,36 @@ class Workspaces:
         head = await self._worker_git(checkout, "rev-parse", "--verify", checkout.ref)
         return head.stdout.strip()
 
-    async def _unstage_gitlinks(self, checkout: Checkout) -> None:
+    async def snapshot(self, checkout: Checkout, ref: str, message: str) -> str:
+        """Commit the work tree as it is now (what `commit` would take) to `ref` of the worker's
+        repository, on top of its branch, through an index of its own: the worker's index and branch
+        are not touched. The commit's sha."""
+        index = {"GIT_INDEX_FILE": str(checkout.git_dir / "hilbert-snapshot-index")}
+        await self._worker_git(checkout, "read-tree", checkout.ref, env=index)
+        await self._stage(checkout, index)
+        tree = (await self._worker_git(checkout, "write-tree", env=index)).stdout.strip()
+        made = await self._worker_git(checkout, "commit-tree", tree, "-p", checkout.ref, "-m", message)
+        commit = made.stdout.strip()
+        await self._worker_git(checkout, "update-ref", ref, commit)
+        (checkout.git_dir / "hilbert-snapshot-index").unlink(missing_ok=True)
+        return commit
+
+    async def _stage(self, checkout: Checkout, env: Mapping[str, str] = {}) -> None:
+        """`git add --all` in the index (`env`'s `GIT_INDEX_FILE`, else the worker's), leaving nested
+        repositories out and taking a gitlink that got in anyway out again (see `commit`)."""
+        nested = await self.nested_repositories(checkout)
+        pathspecs = ["."] + [f":(exclude,literal){path}" for path in nested]
+        await self.git.run(  # `/.hilbert` is in the git dir's info/exclude
+            f"--git-dir={checkout.git_dir}", f"--work-tree={checkout.work_tree}",
+            "add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul",
+            cwd=checkout.work_tree, stdin="\0".join(pathspecs).encode(), extra_env=env,
+        )  # fmt: skip
+        await self._unstage_gitlinks(checkout, env)
+
+    async def _unstage_gitlinks(self, checkout: Checkout, env: Mapping[str, str] = {}) -> None:
         """Take every gitlink (mode 160000) the index has and the branch has not out of the index."""
         staged = await self._worker_git(
-            checkout, "diff-index", "--cached", "--raw", "-z", "--no-renames", checkout.ref
+            checkout, "diff-index", "--cached", "--raw", "-z", "--no-renames", checkout.ref, env=env
         )  # index against a commit: no work tree is read, no nested repository looked into
         fields = staged.stdout.split("\0")
         gitlinks = [
@@ -226,7 +248,8 @@ class Workspaces:
             await self.git.run(
                 f"--git-dir={checkout.git_dir}", f"--work-tree={checkout.work_tree}",
                 "update-index", "--force-remove", "-z", "--stdin",
-                cwd=checkout.work_tree, stdin="".join(f"{path}\0" for path in gitlinks).encode(),
+                cwd=checkout.work_tree, extra_env=env,
+                stdin="".join(f"{path}\0" for path in gitlinks).encode(),
             )  # fmt: skip
 
     async def tip(self, checkout: Checkout) -> str:
