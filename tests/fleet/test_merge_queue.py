@@ -14,9 +14,16 @@ from pathlib import Path
 import pytest
 
 from hilbert.commands import Runner
+from hilbert.fleet import events as ev
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
+from hilbert.fleet.outcomes import after_merge
+from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.scheduler import TaskState
+from hilbert.fleet.state import HARNESS, FleetState, Fold
 from hilbert.security.sandbox import Sandbox, detect
 from hilbert.settings import TimeoutSettings
+from hilbert.store import EventStore
+from hilbert.ui.fleet_views import status_lines
 from hilbert.workspaces import Git
 from hilbert.workspaces.integration import Integration
 
@@ -385,5 +392,121 @@ def test_a_check_that_plants_a_git_entry_in_the_merge_tree_steers_no_git_of_the_
         assert (victim / "keep.txt").read_text() == "the person's file\n"
         assert not canary.exists(), "a filter from a git dir the check named ran in the harness's git"
         await queue.close()
+
+    asyncio.run(scenario())
+
+
+# A pair that fails only together: `pair_a` adds `x` and a module whose check fails when `y` exists too;
+# `pair_b` adds `y`. Each passes the project's checks alone on the tip; together they fail.
+XY_GUARD = """\
+import pathlib
+
+
+def ok():
+    return not (pathlib.Path("x").exists() and pathlib.Path("y").exists())
+"""
+
+
+async def pair(p: Project) -> dict[str, Candidate]:
+    return {
+        "pair_a": await p.candidate("pair_a", extra={"x": "a\n", "src/xy.py": XY_GUARD}),
+        "pair_b": await p.candidate("pair_b", extra={"y": "b\n"}),
+        "innocent": await p.candidate("innocent"),
+    }
+
+
+def escalations(p: Project, outcomes: dict[str, Outcome]) -> FleetState:
+    """What the run makes of the queue's outcomes (`after_merge`), folded from the log as `hilbert status`
+    and a resume read it: the queue's events and the run's, in a real event store."""
+    tasks = {t: Task(id=t, title=t, verify="true") for t in outcomes}
+    plan = Plan(goal="g", tasks=tuple(tasks.values()))
+    log: list[ev.FleetEvent] = [ev.FleetStarted(tasks=list(tasks), plan=plan.model_dump(mode="json"))]
+    for task in tasks:  # each candidate's worker is named as its ref's last part
+        log += [
+            ev.TaskStarted(task=task, worker=task, worker_id=task),
+            ev.TaskAttempted(task=task, worker=task),
+        ]
+        log.append(ev.TaskStateChanged(task=task, status="verifying", worker=task))
+    log += [ev.EVENTS[kind](**data) for kind, data in p.events]
+    for task, outcome in outcomes.items():
+        log += after_merge(tasks[task], TaskState(task, "verifying", worker=task), outcome, max_attempts=3)
+    with EventStore.open(p.tmp / "log.db") as store:
+        for event in log:
+            store.append("r", HARNESS, event.kind, event.data())
+        return Fold(store, "r").catch_up()
+
+
+def test_two_candidates_that_fail_only_together_are_escalated_together(tmp_path: Path) -> None:
+    """Neither is blamed alone: neither lands, each is escalated to the lead naming the other, with the
+    failing output, as typed data (`with_tasks`) that the fold and `hilbert status` read back."""
+
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        tip = await p.tip()
+        queue = p.queue()
+        candidates = await pair(p)
+        queue.submit(candidates["pair_a"])
+        queue.submit(candidates["pair_b"])
+        outcomes = by_task(await queue.process())
+        assert {t: (o.kind, o.with_tasks) for t, o in outcomes.items()} == {
+            "pair_a": ("rejected", ("pair_b",)),
+            "pair_b": ("rejected", ("pair_a",)),
+        }
+        assert all("FAILED: xy" in o.output for o in outcomes.values())
+        assert await p.tip() == tip  # neither landed
+        rejected = {d["task"]: d["with_tasks"] for kind, d in p.events if kind == "merge_rejected"}
+        assert rejected == {"pair_a": ["pair_b"], "pair_b": ["pair_a"]}
+
+        state = escalations(p, outcomes)
+        assert {t: s.status for t, s in state.states.items()} == {
+            "pair_a": "escalated",
+            "pair_b": "escalated",
+        }
+        assert state.unanswered() == ["pair_a", "pair_b"]  # the lead is asked about both
+        assert "pair_b" in state.feedback["pair_a"] and "FAILED: xy" in state.feedback["pair_a"]
+        assert "pair_a" in state.feedback["pair_b"]
+        lines = status_lines(state)
+        assert "  pair_a escalated together with pair_b (escalated)" in lines, lines
+        assert "  pair_b escalated together with pair_a (escalated)" in lines, lines
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("order", [["innocent", "pair_a", "pair_b"], ["pair_a", "pair_b", "innocent"]])
+def test_an_innocent_candidate_lands_beside_a_pair_that_fails_together(
+    tmp_path: Path, order: list[str]
+) -> None:
+    """The innocent candidate lands wherever it is in the batch. When the pair's first one landed
+    already (the bisection lands a green left half before it knows the culprit), it stays on the branch
+    and the second is escalated as failing together with it, naming it."""
+
+    async def scenario() -> None:
+        p = await make_project(tmp_path)
+        queue = p.queue()
+        candidates = await pair(p)
+        for task in order:
+            queue.submit(candidates[task])
+        outcomes = by_task(await queue.process())
+        kinds = {t: (o.kind, o.with_tasks) for t, o in outcomes.items()}
+        files = await p.files_at_tip()
+        assert kinds["innocent"] == ("merged", ()) and "src/innocent.py" in files
+        if order[0] == "innocent":
+            assert kinds["pair_a"] == ("rejected", ("pair_b",)) and kinds["pair_b"] == (
+                "rejected",
+                ("pair_a",),
+            )
+            assert "x" not in files and "y" not in files
+        else:
+            assert (
+                kinds["pair_a"] == ("merged", ()) and "x" in files
+            )  # it landed before the culprit was known
+            assert kinds["pair_b"] == ("rejected", ("pair_a",)) and "y" not in files
+        assert "FAILED: xy" in outcomes["pair_b"].output
+        await p.assert_never_broken()
+
+        state = escalations(p, outcomes)
+        line = "  pair_b escalated together with pair_a ({})"
+        assert line.format("escalated" if order[0] == "innocent" else "done") in status_lines(state)
+        assert state.states["innocent"].status == "done"
 
     asyncio.run(scenario())

@@ -163,6 +163,7 @@ class TaskEscalated(FleetEvent):
     task: str = ""
     why: str = ""
     decision: str = ""
+    with_tasks: list[str] = field(default_factory=list)  # escalated together: it fails only with these
 
 
 @kind("task_stopped")
@@ -371,6 +372,7 @@ class MergeRejected(FleetEvent):
     exit: int = 0
     output: str = ""
     tested_commit: str = ""
+    with_tasks: list[str] = field(default_factory=list)  # it passed alone: it fails only together with these
 
 
 @kind("merge_conflict")

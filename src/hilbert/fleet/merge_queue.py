@@ -14,10 +14,19 @@ candidate taken:
    queue (`requeued`) and the next `process()` rebuilds them on the new tip.
 4. Red: bisect to one culprit. Test the left half on the tip; green → land it, and the right half is
    known red on the new tip (it is the same merge sequence that failed), so it is split without a
-   run; red → keep bisecting the left half, the right half waits. A lone known-red candidate is
-   `rejected` with the failing output. What was not landed or rejected is retried as a fresh batch
-   (back to step 1). Test-command runs, the flakiness re-run included: a green batch 1; one culprit
-   among 8 5–6; k culprits about k·(log2(n) + 2) + 1 (two among 8: 10–11, worse than one run each).
+   run; red → keep bisecting the left half, the right half waits. A green left half whose right half
+   is one candidate waits for step 5 before it lands. What was not landed or rejected is retried as a
+   fresh batch (back to step 1).
+5. Blame: the lone known-red candidate is `rejected` with the failing output, unless earlier
+   candidates of the same batch were merged before it (landed, or the waiting left half) and it
+   passes the checks alone on the batch's base: then it fails only together with one of them, found
+   by bisecting the shortest prefix of them that turns it red, and it is not blamed alone —
+   `rejected` with `with_tasks` naming that partner (typed, in `merge_rejected`; `fleet.outcomes`
+   escalates it to the lead rather than retrying it). A partner that already landed stays (the branch
+   never moves back); one in the waiting half does not land and is rejected with it, each naming the
+   other, and the rest of that half is retried. Test-command runs, the flakiness re-run included: a
+   green batch 1; one culprit among 8 6–7 (the alone run costs 1 when anything preceded it); a pair
+   failing together among n about 2·log2(n) + 3; k culprits about k·(log2(n) + 3) + 1.
 
 Merge, not rebase: `merge --no-ff` keeps the worker's commits byte-for-byte (the shas the harness
 recorded and archived stay true), conflicts are found once per candidate rather than once per replayed
@@ -62,6 +71,7 @@ class Outcome:
     commit: str | None = None
     hunks: str = ""
     output: str = ""
+    with_tasks: tuple[str, ...] = ()  # rejected: the candidates it fails only together with
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,9 @@ class _Attempt:
     """Mutable state of one `process()` call: the tip it believes in and what it decided so far."""
 
     tip: str
+    base: str  # the tip the batch started on: a suspect is tested alone there
     outcomes: list[Outcome] = field(default_factory=list)
+    landed: list[Candidate] = field(default_factory=list)  # of this batch, in merge order
     moved: str = ""  # why the fast-forward was refused, if it was
 
 
@@ -128,7 +140,7 @@ class MergeQueue:
             return []
         tip = await self.integration.tip()
         self.record(ev.MergeBatchStarted(tasks=_ids(batch), base=tip))
-        attempt = _Attempt(tip=tip)
+        attempt = _Attempt(tip=tip, base=tip)
         pending = batch
         while pending and not attempt.moved:
             pending = await self._land(attempt, pending)
@@ -153,6 +165,7 @@ class MergeQueue:
     ) -> list[Candidate]:
         """Find one culprit among `suspects` (known red on the tip); returns the untested rest."""
         rest: list[Candidate] = []
+        waiting: Build | None = None  # a green left half whose right half is the culprit: step 5 first
         while len(suspects) > 1:
             middle = len(suspects) // 2
             left, right = suspects[:middle], suspects[middle:]
@@ -161,27 +174,77 @@ class MergeQueue:
             if build.conflicts:  # cannot happen for a prefix of a clean sequence; retry afresh if it does
                 return list(build.merged) + right + rest
             check = await self._check(build, confirm=False)
-            if check.ok:
-                if not await self._advance(attempt, build):
-                    return suspects + rest
-                suspects = right  # tip + right now replays exactly the sequence that failed
-            else:
+            if not check.ok:
                 suspects, red, rest = left, check, right + rest
-        culprit = suspects[0]
+            elif len(right) == 1:
+                suspects, waiting = right, build
+            elif not await self._advance(attempt, build):
+                return suspects + rest
+            else:
+                suspects = right  # tip + right now replays exactly the sequence that failed
+        return await self._blame(attempt, suspects[0], red, waiting) + rest
+
+    async def _blame(
+        self, attempt: _Attempt, culprit: Candidate, red: CheckResult, waiting: Build | None
+    ) -> list[Candidate]:
+        """`culprit` is red on the tip after `waiting`'s candidates: rejected alone, or with the earlier
+        candidate it fails only together with (step 5); `waiting` lands unless it holds that partner.
+        Returns the candidates to retry."""
+        held = list(waiting.merged) if waiting is not None else []
+        earlier = attempt.landed + held
+        partner = await self._partner(attempt, culprit, earlier) if earlier else None
+        if partner is not None and partner in held:  # neither lands; the rest of the half is retried
+            self._reject(attempt, partner, red, with_tasks=(culprit.task_id,))
+            self._reject(attempt, culprit, red, with_tasks=(partner.task_id,))
+            return [c for c in held if c != partner]
+        if waiting is not None and not await self._advance(attempt, waiting):
+            return [*held, culprit]
+        self._reject(attempt, culprit, red, with_tasks=(partner.task_id,) if partner is not None else ())
+        return []
+
+    async def _partner(
+        self, attempt: _Attempt, culprit: Candidate, earlier: list[Candidate]
+    ) -> Candidate | None:
+        """The candidate of `earlier` (merged before `culprit`, together known red) with which `culprit`
+        fails: the last of the shortest prefix that turns it red. None: it fails alone on the batch's base."""
+        suspects = _ids([*earlier, culprit])
+        if not await self._passes(attempt, [culprit], suspects):
+            return None
+        green, red = 0, len(earlier)
+        while red - green > 1:
+            middle = (green + red) // 2
+            if await self._passes(attempt, [*earlier[:middle], culprit], suspects):
+                green = middle
+            else:
+                red = middle
+        return earlier[red - 1]
+
+    async def _passes(self, attempt: _Attempt, candidates: list[Candidate], suspects: list[str]) -> bool:
+        """Whether `candidates` merge onto the batch's base and pass the checks there (one run, nothing
+        lands; a conflict counts as red)."""
+        self.record(ev.MergeBisect(suspects=suspects, testing=_ids(candidates), base=attempt.base))
+        build = await self._scratch.build(attempt.base, candidates)
+        return not build.conflicts and (await self._check(build, confirm=False)).ok
+
+    def _reject(
+        self, attempt: _Attempt, candidate: Candidate, red: CheckResult, *, with_tasks: tuple[str, ...]
+    ) -> None:
         failed = red.failed
         assert failed is not None
         self.record(
             ev.MergeRejected(
-                task=culprit.task_id,
-                ref=culprit.ref,
+                task=candidate.task_id,
+                ref=candidate.ref,
                 command=failed.command,
                 exit=failed.returncode,
                 output=failed.output,
                 tested_commit=red.commit,
+                with_tasks=list(with_tasks),
             )
         )
-        attempt.outcomes.append(Outcome(culprit.task_id, "rejected", output=failed.output))
-        return rest
+        attempt.outcomes.append(
+            Outcome(candidate.task_id, "rejected", output=failed.output, with_tasks=with_tasks)
+        )
 
     async def _build(self, attempt: _Attempt, candidates: list[Candidate]) -> Build:
         build = await self._scratch.build(attempt.tip, candidates)
@@ -280,6 +343,7 @@ class MergeQueue:
             attempt.moved = refused
             return False
         attempt.tip = build.commit
+        attempt.landed += build.merged
         for cand in build.merged:
             self.record(ev.Merged(task=cand.task_id, ref=cand.ref, commit=build.commit))
             attempt.outcomes.append(Outcome(cand.task_id, "merged", commit=build.commit))

@@ -72,13 +72,34 @@ def after_attempt(
 
 
 def after_merge(task: Task, state: TaskState, outcome: Outcome, *, max_attempts: int) -> list[FleetEvent]:
-    """Merged: done. A conflict or red checks: a failed attempt, with the hunks or the output as feedback."""
+    """Merged: done. A conflict or red checks: a failed attempt, with the hunks or the output as feedback;
+    red only together with other candidates (`with_tasks`): escalated at once, naming them."""
     if outcome.kind == "merged":
         return [changed(state, "done")]
+    if outcome.kind == "rejected" and outcome.with_tasks:
+        return together(task, state, outcome)
     if outcome.kind in ("conflict", "rejected"):
         why = f"{outcome.kind}: {outcome.hunks or outcome.output}"[:4000]
         return failure(task, state, why, max_attempts=max_attempts)
     return []  # requeued: it waits for the next batch
+
+
+def together(task: Task, state: TaskState, outcome: Outcome) -> list[FleetEvent]:
+    """A candidate that passed the merge checks alone but fails together with `outcome.with_tasks` is not
+    blamed alone, so it is not retried as its own failure: the lead decides (each of the pair is
+    escalated, or this one naming a partner that landed already). The attempt counts as failed."""
+    others = ", ".join(outcome.with_tasks)
+    why = (
+        f"rejected together with {others}: each passed the merge checks alone on the integration tip, "
+        f"together they fail (a task already merged stays merged)\n{outcome.output}"
+    )[:4000]
+    escalated = replace(state, status="escalated", attempts=state.attempts + 1, worker=None)
+    decision = f"fails only together with {others}; the lead decides"
+    return [
+        changed(state, "failed"),
+        TaskEscalated(task=task.id, why=why, decision=decision, with_tasks=list(outcome.with_tasks)),
+        changed(escalated),
+    ]
 
 
 def failure(task: Task, state: TaskState, why: str, *, max_attempts: int) -> list[FleetEvent]:

@@ -258,7 +258,9 @@ async def _reconcile(ctx: RunContext) -> tuple[list[Candidate], dict[str, Attemp
             if attempt.landed == "conflict":
                 back = Outcome(task, "conflict", hunks=attempt.landed_why)
             else:
-                back = Outcome(task, "rejected", output=attempt.landed_why)
+                back = Outcome(
+                    task, "rejected", output=attempt.landed_why, with_tasks=tuple(attempt.landed_with)
+                )
             for event in after_merge(state.task(task), task_state, back, max_attempts=max_attempts):
                 ctx.record(event)
         elif task_state.status == "failed":  # the dead driver logged a failure, not what follows it

@@ -52,6 +52,7 @@ class AttemptView:
     closed: bool = False  # its workspace was removed or archived
     landed: str | None = None  # merged | conflict | rejected
     landed_why: str = ""  # a conflict's hunks, a rejection's output
+    landed_with: list[str] = field(default_factory=list)  # rejected: the tasks it fails only together with
     joined: int = 0  # the id of its `task_started`: broadcasts and stops after it are its own
     peer_read: list[tuple[str, int]] = field(default_factory=list)  # peers' messages shown: (sender, id)
     tainted_at: int = 0  # the first `message_injected` showing one: its candidate is held
@@ -398,12 +399,12 @@ def _merged(state: FleetState, e: ev.Merged) -> None:
         state.landing = None
 
 
-def _landed(state: FleetState, task: str, ref: str, how: str | None, why: str = "") -> None:
+def _landed(state: FleetState, task: str, ref: str, how: str | None, why: str = "", *together: str) -> None:
     state.queue.pop(task, None)
     worker_id = ref.rsplit("/", 1)[-1]
     attempt = next((a for a in state.attempts.values() if a.worker_id == worker_id and a.task == task), None)
     if attempt is not None:
-        attempt.landed, attempt.landed_why = how, why
+        attempt.landed, attempt.landed_why, attempt.landed_with = how, why, list(together)
 
 
 def _reconciled(state: FleetState, e: ev.MergeReconciled) -> None:
@@ -418,7 +419,7 @@ def _reconciled(state: FleetState, e: ev.MergeReconciled) -> None:
 
 def _rejected(state: FleetState, e: ev.MergeRejected | ev.MergeConflict) -> None:
     if isinstance(e, ev.MergeRejected):
-        _landed(state, e.task, e.ref, "rejected", e.output)
+        _landed(state, e.task, e.ref, "rejected", e.output, *e.with_tasks)
     else:
         _landed(state, e.task, e.ref, "conflict", e.hunks)
 

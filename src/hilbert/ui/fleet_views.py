@@ -66,8 +66,9 @@ def worker_states(
 
 
 def status_lines(state: FleetState, now: float | None = None) -> list[str]:
-    """The run's line (tasks by state; interrupted and how to resume it; what changed at resumes),
-    then one line per agent: name, task, state, turns, tokens, cost, age of its last event."""
+    """The run's line (tasks by state; interrupted and how to resume it; what changed at resumes; tasks
+    escalated together with another), then one line per agent: name, task, state, turns, tokens, cost,
+    age of its last event."""
     now = time.time() if now is None else now
     lines = []
     if state.started is not None:
@@ -86,6 +87,7 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
         pending = [t for t, s in state.states.items() if s.status == "pending"]
         if pending:
             lines.append(f"  pending: {', '.join(pending)}")
+        lines += _together(state)
     unsandboxed = state.started is not None and state.started.sandbox.startswith("UNSANDBOXED")
     task_of = {attempt.worker: attempt.task for attempt in state.attempts.values()}
     for agent, label in worker_states(state, now).items():
@@ -96,6 +98,20 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
             f"tokens {tokens:>9,}  ${view.cost_usd:>8.4f}  last event {now - view.last_event_at:>5.0f}s ago"
             + ("  [UNSANDBOXED]" if unsandboxed else "")
         )
+    return lines
+
+
+def _together(state: FleetState) -> list[str]:
+    """Escalated tasks whose candidate failed the merge checks only together with others (typed, in
+    `merge_rejected`), each with where the other one stands."""
+    lines = []
+    for task, task_state in state.states.items():
+        attempt = state.attempts.get(state.current.get(task, ""))
+        if task_state.status == "escalated" and attempt is not None and attempt.landed_with:
+            others = [
+                f"{t} ({state.states[t].status if t in state.states else '?'})" for t in attempt.landed_with
+            ]
+            lines.append(f"  {task} escalated together with {', '.join(others)}")
     return lines
 
 
