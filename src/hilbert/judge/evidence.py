@@ -12,13 +12,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the gate: its name, whether it passed, and what shows it (findings or output)."""
+    """One step of the gate: its name, whether it passed, and what shows it (findings or output);
+    `found` holds the integrity step's findings as (check, path) pairs: a path may hold ": " or a
+    newline, so nothing reads paths back out of the findings' text."""
 
     name: str
     passed: bool
     summary: str
     findings: tuple[str, ...] = ()
     output: str = ""
+    found: tuple[tuple[str, str], ...] = ()
 
 
 WITHHELD = frozenset({"heldout"})

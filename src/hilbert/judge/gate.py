@@ -137,6 +137,7 @@ async def run_gate(
         not findings,
         f"{len(findings)} finding(s)" if findings else "no check saw tampering",
         tuple(str(f) for f in findings) + noted,
+        found=tuple((f.check, f.path) for f in findings),
     )
     if any(f.check == "nested_repository" for f in findings):  # refused: nothing of it is run
         done(integrity)

@@ -30,6 +30,7 @@ from hilbert.agent.policies import Cause
 from hilbert.judge.evidence import WITHHELD
 from hilbert.judge.gate import GateResult, Step
 from hilbert.judge.panel import PanelResult
+from hilbert.security.envelope import defang
 
 IMPOSSIBLE = "the judge says the task is impossible"
 OUTPUT_CHARS = 3000  # the tail of the failing step's output a worker is shown
@@ -61,7 +62,6 @@ RESTORABLE = frozenset(
         "assertions_weakened",
     }
 )
-FINDING = re.compile(r"^\[(\w+)\] (.+?)(?::\d+)?: ")  # an integrity finding: `[check] path[:line]: why`
 
 
 @dataclass(frozen=True)
@@ -161,8 +161,8 @@ def failing_step(steps: tuple[Step, ...]) -> Step | None:
 
 def restorable(result: GateResult) -> list[str]:
     """The protected paths the integrity checks found changed and the worker should put back, sorted."""
-    found = (FINDING.match(f) for step in result.steps if step.name == "integrity" for f in step.findings)
-    return sorted({m.group(2) for m in found if m and m.group(1) in RESTORABLE})
+    found = (pair for step in result.steps if step.name == "integrity" for pair in step.found)
+    return sorted({path for check, path in found if check in RESTORABLE})
 
 
 async def restore_hint(result: GateResult, originals: Originals) -> str:
@@ -180,7 +180,7 @@ async def restore_hint(result: GateResult, originals: Originals) -> str:
 def _restore_commands(existed: Mapping[str, bytes], added: list[str], originals: Originals) -> list[str]:
     """The shell commands of a restore hint: copy back (or check out) `existed`, remove `added`; none
     when the copies could not be made."""
-    quote = shlex.quote
+    quote = _quote
     commands: list[str] = []
     if existed and originals.copy is not None:
         folder = originals.copy(existed)
@@ -191,10 +191,29 @@ def _restore_commands(existed: Mapping[str, bytes], added: list[str], originals:
             for p in existed
         ]
     elif existed:
-        commands = [f"git checkout {quote(originals.base)} -- {shlex.join(map(originals.at, existed))}"]
+        commands = [
+            f"git checkout {quote(originals.base)} -- {' '.join(quote(originals.at(p)) for p in existed)}"
+        ]
     if added:
-        commands.append(f"rm -f -- {shlex.join(map(originals.at, added))}")
+        commands.append(f"rm -f -- {' '.join(quote(originals.at(p)) for p in added)}")
     return commands
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9 ._/-]")
+_RUNS = re.compile(r"\?+|[^?]+")
+
+
+def _quote(path: str) -> str:
+    """`path` quoted for the shell so that defanging leaves it as it is: the model reads the hint
+    defanged (`hilbert.agent.defanging`), and a name a worker made to look like an envelope's tag would
+    reach the shell with a `(<)` that names no file. Such a name is matched by a glob instead, each
+    character other than a letter, digit, space or `._/-` a `?`."""
+    quoted = shlex.quote(path)
+    if defang(quoted) == quoted:
+        return quoted
+    return "".join(
+        shlex.quote(run) if run[0] != "?" else run for run in _RUNS.findall(_UNSAFE.sub("?", path))
+    )
 
 
 __all__ = [
