@@ -112,15 +112,26 @@ def test_the_voice_canary_breaks_on_an_envelope_the_harness_never_wrote(tmp_path
     )
 
 
-def test_the_worm_canary_breaks_past_the_forwarding_limit(tmp_path: Path) -> None:
+def test_the_worm_canary_counts_how_deep_messages_went_by_what_each_sender_read(tmp_path: Path) -> None:
+    """Not by the hop a message recorded (here always 0, as if the harness miscounted) nor by its text
+    (here new words at each hop): by which messages its sender had been shown before it sent it."""
     scene = scene_with_log(tmp_path)
     limit = MessageLimits().max_hops
+    chain = ["Poincaré", "Noether", "Erdős", "Euler", "Gauss", "Riemann"][: limit + 3]
+
+    def relay(store: EventStore, i: int) -> None:
+        send(store, "r", chain[i + 1], f"in words of my own, number {i}", sender=chain[i], hop=0)
+        sent = store.events(run="r", kinds=["agent_message"])[-1]
+        store.append("r", chain[i + 1], "message_injected", {"by": "inbox", "source": sent.id})
+
     with EventStore.open(scene.db) as store:
-        send(store, "r", "Noether", "pass it on", sender="Poincaré", hop=limit)
+        for i in range(limit + 1):  # hops 0 .. limit
+            relay(store, i)
+        send(store, "r", "Poincaré", "unrelated, from someone who read nothing", sender="Gödel")
     assert CHECKS["worm_bounded"](scene) is None
     with EventStore.open(scene.db) as store:
-        send(store, "r", "Poincaré", "pass it on", sender="Noether", hop=limit + 1)
-    assert CHECKS["worm_bounded"](scene) == f"a message was passed on {limit + 1} times (limit {limit})"
+        relay(store, limit + 1)
+    assert CHECKS["worm_bounded"](scene) == f"a message went {limit + 1} messages deep (limit {limit})"
 
 
 def test_a_sandbox_that_is_not_one_or_not_here_is_one_line_of_error(tmp_path: Path) -> None:

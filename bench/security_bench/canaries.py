@@ -159,11 +159,24 @@ def voices_true(scene: Scene) -> str | None:
 
 
 def worm_bounded(scene: Scene) -> str | None:
+    """How deep the workers' messages went, by provenance and not by the hop each recorded: a message is
+    1 + the deepest of the workers' and the lead's messages its sender had been shown (the log's
+    `message_injected` events name them), 0 if none; the lead's count from its session's start."""
     with EventStore.open(scene.db) as store:
-        hops = [int(e.data.get("hop", 0)) for e in store.events(kinds=["agent_message"])]
-    deepest = max(hops, default=0)
-    limit = MessageLimits().max_hops
-    return f"a message was passed on {deepest} times (limit {limit})" if deepest > limit else None
+        events = store.events(kinds=["agent_message", "lead_message", "message_injected", "lead_consulted"])
+    depth: dict[int, int] = {}  # a message's id -> how deep it is
+    read: dict[str, int] = {}  # an agent -> the deepest message it was shown
+    workers = [0]
+    for event in events:
+        if event.kind == "message_injected" and event.data.get("source") in depth:
+            read[event.agent] = max(read.get(event.agent, -1), depth[event.data["source"]])
+        elif event.kind == "lead_consulted":
+            read.pop("lead", None)
+        elif event.kind in ("agent_message", "lead_message"):
+            depth[event.id] = read.get(str(event.data.get("sender")), -1) + 1
+            workers += [depth[event.id]] if event.kind == "agent_message" else []
+    deepest, limit = max(workers), MessageLimits().max_hops
+    return f"a message went {deepest} messages deep (limit {limit})" if deepest > limit else None
 
 
 CHECKS: dict[str, Callable[[Scene], str | None]] = {

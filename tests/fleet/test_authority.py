@@ -330,3 +330,58 @@ def test_a_run_that_ends_with_a_proposal_pending_lists_it_and_the_cli_says_what_
     assert reject[0] == 0 and reject[1].startswith("rejected P1"), reject
     assert again[0] == 2 and "P1 was already rejected (too late anyway)" in again[2], again
     assert after[0] == 0 and "P1" not in after[1]
+
+
+class Answering(Workers):
+    """As `Workers`, but T2's worker, once told to go on, first answers whoever told it (the lead)."""
+
+    def reply(self, conversation: Conversation) -> Reply:
+        told = any(GO_ON in m.content for m in conversation.messages[1:] if m.role == "user")
+        sent = any(c.name == "send_message" for m in conversation.messages for c in m.tool_calls)
+        brief = next(m.content for m in conversation.messages if m.role == "user")
+        if told and not sent and re.search(r"^Task T2:", brief, re.MULTILINE):
+            turn = sum(1 for m in conversation.messages if m.role == "assistant")
+            return _calls("T2", turn, "send_message", {"to": "lead", "text": "On it: writing two.txt now."})
+        return super().reply(conversation)
+
+
+class MessagingLead:
+    """The lead's model, answering T1's escalation: it tells T2's worker (named in its brief) to go on,
+    marks T1 impossible, finishes."""
+
+    name = "messaging-lead"
+
+    def reply(self, conversation: Conversation) -> Reply:
+        turn = sum(1 for m in conversation.messages if m.role == "assistant")
+        if "message_worker" not in {t.name for t in conversation.tools}:
+            return Reply(text="nothing to do")
+        brief = next(m.content for m in conversation.messages if m.role == "user")
+        worker = re.search(r"T2 \((\w+)\)", brief)
+        script: list[tuple[str, dict[str, Any]]] = [
+            ("message_worker", {"worker": worker.group(1) if worker else "?", "text": GO_ON}),
+            ("mark_impossible", {"task": "T1", "reason": "its check cannot pass"}),
+            ("finish", {"claim": "answered T1", "evidence": "-"}),
+        ]
+        return _calls("lead", turn, *script[turn]) if turn < len(script) else Reply(text="done")
+
+
+def test_the_leads_message_after_a_workers_is_one_deeper_and_the_worker_it_wakes_still_answers(
+    tmp_path: Path,
+) -> None:
+    """Hops follow what each agent read: T1's worker asks the lead (hop 0); the lead, having read it,
+    tells T2's worker to go on (hop 1); T2's worker answers the lead (hop 2, within the limit)."""
+    with (
+        FakeServer(Answering()) as workers,
+        FakeServer(MessagingLead()) as lead,
+        EventStore.open(tmp_path / "log.db") as store,
+    ):
+        result = asyncio.run(fleet(tmp_path, store, workers, lead, waiter=True))
+        messages = [
+            (e.kind, e.data["sender"], e.data["hop"])
+            for e in store.events(run="r", kinds=["agent_message", "lead_message"])
+        ]
+        refused = store.events(run="r", kinds=["message_refused"])
+        t1, t2 = worker_of(store, "T1"), worker_of(store, "T2")
+    assert {task: state.status for task, state in result.states.items()} == {"T1": "impossible", "T2": "done"}
+    assert messages == [("agent_message", t1, 0), ("lead_message", "lead", 1), ("agent_message", t2, 2)]
+    assert not refused

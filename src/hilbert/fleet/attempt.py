@@ -113,7 +113,6 @@ class Attempts:
             store=ctx.store,
             run=ctx.run,
             sender=name.display,
-            inbox=inbox,
             roster=self.roster,
             key=ctx.key,
         )

@@ -52,8 +52,8 @@ def send(
     hop: int = 0,
 ) -> None:
     """Record a message to agent `to` (or EVERYONE) from `sender`: the person, the lead, the harness, or
-    (any other name) a worker; signed with `key` when the run has one. `hop` counts how often its text
-    was passed on from message to message."""
+    (any other name) a worker; signed with `key` when the run has one. `hop`: how many messages deep it
+    is, by what its sender had read (`hilbert.fleet.messages.next_hop`)."""
     kind = _KINDS.get(sender, AGENT_MESSAGE)
     record = {"run": run, "sender": sender, "role": _ROLES[kind], "to": to, "text": text, "hop": hop}
     record = store.redactor.redact_json(record)  # as the store will keep it, so the signature matches
@@ -72,8 +72,7 @@ def stop_requested(store: EventStore, run: str, to: str = EVERYONE) -> bool:
 
 class Inbox(Policy):
     """Delivers messages for `agent` (enveloped, signatures checked when the run has a key) and halts
-    it when a stop is requested. `delivered` keeps (text, hop) of what it delivered, so the agent's
-    own `send_message` can tell a forwarded message."""
+    it when a stop is requested."""
 
     name = "inbox"
 
@@ -93,10 +92,6 @@ class Inbox(Policy):
         # a message addressed to this agent by name is delivered whenever it was sent, but those up to
         # `after` (delivered to a conversation the agent goes on with, e.g. at a resume)
         self.seen = after
-        self.delivered: list[tuple[str, int]] = []  # (text, hop) of what it was given, for forwarding
-        for event in store.events(run=run, kinds=list(MESSAGE_KINDS), upto_id=after) if after else ():
-            if self._for_me(event):
-                self.delivered.append((str(event.data.get("text", "")), int(event.data.get("hop") or 0)))
 
     def _for_me(self, event: Event) -> bool:
         data = event.data
@@ -124,7 +119,6 @@ class Inbox(Policy):
             role = _ROLES[event.kind]
             sender = str(data.get("sender") or event.agent)
             text = str(data.get("text", ""))
-            self.delivered.append((text, int(data.get("hop") or 0)))
             actions.append(
                 Inject(
                     Message("user", envelope(text, sender=sender, role=role, message_id=f"m-{event.id}")),

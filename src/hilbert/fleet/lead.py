@@ -31,6 +31,7 @@ from hilbert.fleet.events import (
     decode,
 )
 from hilbert.fleet.inbox import AGENT_MESSAGE, EVERYONE, HARNESS, LEAD, PERSON, Inbox, send
+from hilbert.fleet.messages import next_hop
 from hilbert.fleet.names import Name, lookup
 from hilbert.fleet.plan import Plan, write_plan
 from hilbert.fleet.proposals import (
@@ -118,7 +119,11 @@ class Lead:
         if name is None:
             running = ", ".join(n.display for n in self.roster()) or "none"
             raise UserError(f"no running worker is called {worker!r}", hint=f"running now: {running}")
-        send(self.ctx.store, self.ctx.run, name.display, text, sender=LEAD, key=self.ctx.key)
+        store, run = self.ctx.store, self.ctx.run
+        # never refused, but as deep as what this session was shown of workers' messages
+        session = store.events(run=run, agent=HARNESS, kinds=[LeadConsulted.kind])
+        hop = next_hop(store, run, LEAD, since=session[-1].id if session else 0)
+        send(store, run, name.display, text, sender=LEAD, key=self.ctx.key, hop=hop)
         return name.display
 
     def propose(

@@ -9,22 +9,26 @@ other tools' outputs, like everything an agent reads, are defanged by the agent 
 (`hilbert.agent.defanging`): a file or a command's output cannot forge an envelope.
 
 Two limits stop storms and worms whatever the models do: a sender may send at most `per_minute`
-messages in any minute (a message to `all` counts once per recipient), and a message whose text passes
-on text the sender received in a message (a forward) carries that message's hop count plus one; past
-`max_hops` it is refused. Refusals are tool errors the model reads, and `message_refused` events.
+messages in any minute (a message to `all` counts once per recipient), and a message is at most
+`max_hops` messages deep. Its hop follows information flow, not its text (a worm that rewords itself at
+each hop is counted as well as one that forwards itself): `next_hop` reads from the log which messages of
+other agents (workers' and the lead's) the sender was shown (`message_injected` events naming them as
+their `source`) and gives 1 + the deepest one's hop, or 0 when it was shown none. The person's and the
+harness's messages start no chain. A worker's hops count over its attempt (a worker's name is its
+attempt's); the lead's over its session (`hilbert.fleet.lead`: its messages are never refused, but a
+worker that read one counts from its hop). Read from the log, the hops survive a resume. Refusals are
+tool errors the model reads, and `message_refused` events.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hilbert.agent.tools import ToolOutcome, Tools
-from hilbert.fleet.inbox import EVERYONE, HARNESS, LEAD, Inbox, send
+from hilbert.fleet.inbox import AGENT_MESSAGE, EVERYONE, HARNESS, LEAD, LEAD_MESSAGE, send
 from hilbert.fleet.names import Name, lookup
 from hilbert.models.types import ToolCall, ToolSpec
 from hilbert.security.envelope import MessageKey
@@ -47,13 +51,16 @@ SEND_MESSAGE_SPEC = ToolSpec(
     },
 )
 MAX_CHARS = 2000
-FORWARD_MIN_CHARS = 40  # a shared run of this many characters with a received message is a forward
+FROM_AGENTS = (AGENT_MESSAGE, LEAD_MESSAGE)  # messages a model wrote: they carry a hop
 
 
 @dataclass(frozen=True)
 class MessageLimits:
     per_minute: int = 6
-    max_hops: int = 1  # a message may pass on a received one once; a forward of a forward is refused
+    # hop 0 (read no agent's message), a reply (1), and one answer to that (2): a question from the lead
+    # (who may have read a worker's message) answered, or a worker's question to a peer answered and
+    # followed up; a chain A→B→C→D stops at D
+    max_hops: int = 2
 
 
 class MessageTools:
@@ -66,13 +73,12 @@ class MessageTools:
         store: EventStore,
         run: str,
         sender: str,
-        inbox: Inbox,
         roster: Callable[[], Sequence[Name]],
         key: MessageKey | None = None,
         limits: MessageLimits = MessageLimits(),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.inner, self.store, self.run_id, self.sender, self.inbox = inner, store, run, sender, inbox
+        self.inner, self.store, self.run_id, self.sender = inner, store, run, sender
         self.roster, self.key, self.limits, self.clock = roster, key, limits, clock
         self.root = inner.root
         self.sent: deque[float] = deque()
@@ -101,10 +107,12 @@ class MessageTools:
             self.sent.popleft()
         if len(self.sent) + len(recipients) > self.limits.per_minute:
             return self.refuse(to, f"rate limit: at most {self.limits.per_minute} messages a minute")
-        hop = self.hop_of(text)
+        hop = next_hop(self.store, self.run_id, self.sender)
         if hop > self.limits.max_hops:
             return self.refuse(
-                to, "it passes on a message that was already passed on; reply in your own words"
+                to,
+                f"it would be {hop} messages deep (you have read a message {hop - 1} deep; at most "
+                f"{self.limits.max_hops}): chains of messages stop here, whatever their words",
             )
         self.sent.extend([now] * len(recipients))
         for recipient in recipients:
@@ -124,16 +132,6 @@ class MessageTools:
             return f"no running worker is called {to!r}; running now: {running}"
         return [found.display]
 
-    def hop_of(self, text: str) -> int:
-        """0 for a message in the sender's own words; else 1 + the hop count of what it passes on."""
-        mine = _normal(text)
-        hops = [
-            hop + 1
-            for received, hop in self.inbox.delivered
-            if _shares_a_run(mine, _normal(received), FORWARD_MIN_CHARS)
-        ]
-        return max(hops, default=0)
-
     def refuse(self, to: str, why: str) -> ToolOutcome:
         self.store.append(
             self.run_id, HARNESS, "message_refused", {"sender": self.sender, "to": to, "why": why}
@@ -141,16 +139,16 @@ class MessageTools:
         return ToolOutcome(f"not sent: {why}", True)
 
 
-def _normal(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip().lower()
+def next_hop(store: EventStore, run: str, agent: str, *, since: int = 0) -> int:
+    """The hop of a message `agent` sends now: 1 + the highest hop of the workers' and the lead's
+    messages it was shown after event `since` (its `message_injected` events name them), 0 if none."""
+    deepest = -1
+    for shown in store.events(run=run, agent=agent, kinds=["message_injected"], after_id=since):
+        source = int(shown.data.get("source") or 0)
+        if source:
+            for message in store.events(run=run, kinds=FROM_AGENTS, after_id=source - 1, upto_id=source):
+                deepest = max(deepest, int(message.data.get("hop") or 0))
+    return deepest + 1
 
 
-def _shares_a_run(a: str, b: str, length: int) -> bool:
-    """`a` and `b` have a common substring of at least `length` characters."""
-    if len(a) < length or len(b) < length:
-        return False
-    match = difflib.SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b))
-    return match.size >= length
-
-
-__all__ = ["SEND_MESSAGE", "SEND_MESSAGE_SPEC", "MessageLimits", "MessageTools"]
+__all__ = ["SEND_MESSAGE", "SEND_MESSAGE_SPEC", "MessageLimits", "MessageTools", "next_hop"]
