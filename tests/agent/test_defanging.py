@@ -146,8 +146,9 @@ def test_a_restore_hint_quoting_a_folder_named_like_an_envelope_reaches_the_mode
     async def read(path: str) -> bytes | None:
         return b"def test_ok():\n    assert True\n"
 
-    found = "[tests_changed] tests/test_ok.py:2: an assertion changed"
-    result = GateResult("not_done", (Step("integrity", False, "1 finding", (found,)),), reasons=("tests",))
+    found = f"[tests_changed] tests/test_ok.py:2: an assertion changed to {folder}"  # quoting it too
+    step = Step("integrity", False, "1 finding", (found,), found=(("tests_changed", "tests/test_ok.py"),))
+    result = GateResult("not_done", (step,), reasons=(f"integrity: {found}",))
     decision = asyncio.run(
         decide_round(
             1,
