@@ -114,7 +114,7 @@ class Inbox(Policy):
             if not self._for_me(event):
                 continue
             if event.kind == STOP_REQUESTED:
-                return [*actions, Halt(STOPPED_BY_PERSON, "person")]
+                return [*actions, Halt(str(data.get("why") or STOPPED_BY_PERSON), "person")]
             if self.key is not None and not self.key.verify(data):
                 why = "its signature does not match: it was changed after it was written"
                 self.store.append(
