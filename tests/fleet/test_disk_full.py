@@ -20,6 +20,8 @@ import pytest
 from cli_support import run_cli
 from git_support import git
 from hilbert.commands import command_env
+from hilbert.errors import RunError
+from hilbert.fleet.disk import MIB, Reserve, assess, fastest
 from hilbert.fleet.plan import Plan, Task, write_plan
 from hilbert.fleet.state import Fold
 from hilbert.models.types import ToolCall
@@ -50,12 +52,18 @@ class HogAndPeer:
         return Reply(tool_calls=(call,))
 
 
+ROOT_ONLY = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("mount") is None,
+    reason="needs root to mount a small tmpfs for the disk to fill (run the suite as root, as CI does)",
+)
+
+
 @contextlib.contextmanager
-def small_disk(folder: Path) -> Iterator[Path]:
-    """`folder` as a 64 MiB tmpfs of its own, unmounted afterwards."""
+def small_disk(folder: Path, size: str = "64m") -> Iterator[Path]:
+    """`folder` as a tmpfs of its own of `size`, unmounted afterwards."""
     folder.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(folder)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
     )
     if mounted.returncode != 0:
         pytest.fail(f"cannot mount a tmpfs as root: {mounted.stderr.strip()}")
@@ -65,10 +73,7 @@ def small_disk(folder: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("mount") is None,
-    reason="needs root to mount a small tmpfs for the disk to fill (run the suite as root, as CI does)",
-)
+@ROOT_ONLY
 @pytest.mark.timeout(240)
 def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
@@ -107,6 +112,9 @@ def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) 
             capture_output=True, text=True,
         )  # fmt: skip
     output = ran.stdout[-3000:] + ran.stderr
+    print(
+        "\n".join(f"{e.agent} {e.kind} {str(e.data)[:150]}" for e in events if e.kind not in ("model_call",))
+    )
     # the run ended as runs end (the hog's task is stopped, so not every task is done), not in a crash
     assert ran.returncode == 1 and "Traceback" not in ran.stderr, output
     assert any(e.kind == "fleet_finished" for e in events), output
@@ -122,3 +130,51 @@ def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) 
     assert {t: s.status for t, s in state.states.items()} == {"T1": "escalated", "T2": "done"}
     assert "T1" in state.stopped
     assert landed.returncode == 0 and landed.stdout == "peer\n", landed.stderr
+
+
+def fill(folder: Path) -> None:
+    """Write zeros into `folder` until its file system has no room left."""
+    with open(folder / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(bytes(MIB))
+
+
+@ROOT_ONLY
+def test_a_log_write_on_a_full_disk_waits_for_the_reserve_and_is_kept(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", "8m") as disk:
+        reserve = Reserve(disk / "reserve", 2 * MIB)
+        assert reserve.make()
+        store = EventStore.open(disk / "hilbert.db")
+        fill(disk)
+        with pytest.raises(RunError, match="is full"):  # no hook: one line, not sqlite's error
+            store.append("r", "harness", "note", {"text": "x" * 100_000})
+        given: list[bool] = []
+
+        def make_room() -> bool:  # as the fleet's disk guard does, with its reserve
+            given.append(reserve.give_up_one())
+            return given[-1]
+
+        store.on_full(make_room)
+        kept = store.append("r", "harness", "note", {"text": "y" * 100_000})
+        store.close()
+        with EventStore.open(disk / "hilbert.db") as again:
+            assert [e.id for e in again.events(run="r")] == [kept.id]  # committed, and only once
+    assert given[:1] == [True]
+
+
+def test_the_disk_is_full_below_the_floor_or_after_a_failed_write_and_has_room_above_both() -> None:
+    floor, reserve = 100, 10
+    assert assess(99, floor, reserve, full=False, alarmed=False) == "full"
+    assert assess(500, floor, reserve, full=False, alarmed=True) == "full"  # a write of the log failed
+    assert assess(500, floor, reserve, full=False, alarmed=False) is None
+    assert assess(105, floor, reserve, full=True, alarmed=False) is None  # no room for the reserve yet
+    assert assess(110, floor, reserve, full=True, alarmed=False) == "ok"
+    assert assess(500, floor, reserve, full=True, alarmed=True) is None
+
+
+def test_the_worker_halted_is_the_one_whose_workspace_grew_most() -> None:
+    before = {"ada": 10, "bob": 500}
+    assert fastest(before, {"ada": 400, "bob": 520}) == "ada"  # bob is bigger, ada grew faster
+    assert fastest(before, {"ada": 400, "bob": 520}, spared={"ada"}) == "bob"
+    assert fastest({}, {"cy": 7}) == "cy"  # not seen before: all of it is growth
+    assert fastest(before, {"ada": 10, "bob": 400}) is None  # nobody grew: the disk filled from outside

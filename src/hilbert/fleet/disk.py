@@ -17,8 +17,11 @@ Where no quota holds a worker to its share, the fleet survives a full disk by de
   worker is gone, the next one that grows is halted the same way; when nothing grew (the disk filled
   from outside), nobody is.
 - **Pause.** While full, no attempt starts and no merge batch begins (the driver reads `full`); work in
-  flight goes on. When free space is back above the floor and the reserve together, the reserve is
-  made again, `disk_ok` is recorded and the driver is woken (`woken`) to start what waited.
+  flight goes on. A merge batch that ran while the disk was full (`spoiled`) counts only the
+  candidates it merged: the others are queued again (`merge_requeued`), not failed for a conflict or
+  red checks that may have been the disk's. When free space is back above the floor and the reserve
+  together, the reserve is made again, `disk_ok` is recorded and the driver is woken (`woken`) to
+  start what waited.
 
 Workspace sizes are read (in a thread) only when free space is within four times the floor, so a
 roomy disk costs one `statvfs` per look. The decisions are pure (`assess`, `fastest`); `DiskGuard`
@@ -134,6 +137,7 @@ class DiskGuard:
         self.check_s = settings.disk_check_s
         self.reserve = Reserve(root / "disk-reserve", settings.disk_reserve_mb * MIB)
         self.full = False
+        self.spells = 0  # how often the disk became full in this run
         self.woken = asyncio.Event()
         self.sizes: dict[str, int] = {}  # worker id -> its workspace's size at the last look
         self.halted: set[str] = set()  # worker ids asked to stop whose attempt still runs
@@ -156,6 +160,11 @@ class DiskGuard:
             self._waiting_since = now
         self._last_call = now
         return self.reserve.give_up_one() or now - self._waiting_since < WAIT_S
+
+    def spoiled(self, spells: int) -> bool:
+        """Whether the disk is full now, or was since it had been full `spells` times: what failed
+        meanwhile may have failed for want of space."""
+        return self.full or self.spells != spells
 
     async def watch(self) -> None:
         """Look every `check_s` (at once after a failed write), until cancelled."""
@@ -186,8 +195,9 @@ class DiskGuard:
             self.woken.set()
         elif decision == "full" or (self.full and not self.halted):
             chosen = fastest(self.sizes, sizes, spared=self.halted)
+            if decision == "full":
+                self.full, self.spells = True, self.spells + 1
             if decision == "full" or chosen is not None:
-                self.full = True
                 self.halt(free, chosen, running, sizes[chosen] - self.sizes.get(chosen, 0) if chosen else 0)
         self.sizes = sizes
 

@@ -30,6 +30,7 @@ from hilbert.fleet.events import (
     FleetFinished,
     FleetInterrupted,
     MergeError,
+    MergeRequeued,
     PanelAgreement,
     TaskError,
 )
@@ -97,6 +98,7 @@ class _Driver:
         self.max_attempts = self.ctx.settings.fleet.max_attempts
         running = lambda: dict(self.names)  # noqa: E731
         self.disk = DiskGuard(self.ctx.root, self.ctx.settings.fleet, record=self.ctx.record, running=running)
+        self.batch: tuple[int, dict[str, Candidate]] = (0, {})  # the merge's: the disk's spells, candidates
 
     def start(self, task_id: str, name: Name, resumed: Any = None) -> None:
         self.names[task_id] = name
@@ -139,6 +141,7 @@ class _Driver:
                     ctx.set_state(replace(state.states[task_id], status="running", worker=name.display))
                     self.start(task_id, name)
                 if merging is None and self.queue.pending and not paused:
+                    self.batch = (self.disk.spells, {c.task_id: c for c in self.queue.pending})
                     merging = asyncio.create_task(self.queue.process())
                 unanswered = state.unanswered()[: fleet.escalations_per_session]
                 if leading is None and unanswered and self.lead.may_act(stopping):
@@ -214,6 +217,11 @@ class _Driver:
     def merged(self, finished: asyncio.Task[list[Outcome]]) -> None:
         ctx = self.ctx
         error = finished.exception()
+        outcomes = finished.result() if error is None else []
+        spells, batch = self.batch
+        if self.disk.spoiled(spells):  # a merge that failed on a full disk says nothing of its candidates
+            self.requeue([c for task, c in batch.items() if task not in ctx.state.merged])
+            error, outcomes = None, [o for o in outcomes if o.kind == "merged"]
         if error is not None:  # the queue's git or check step failed: its refs survive
             why = f"the merge queue failed: {type(error).__name__}: {error}"
             ctx.record(MergeError(error=why))
@@ -222,6 +230,16 @@ class _Driver:
                 if state.status == "verifying" and task_id not in waiting:
                     self.record(failure(ctx.state.task(task_id), state, why, max_attempts=self.max_attempts))
             return
-        for outcome in finished.result():
+        for outcome in outcomes:
             task = ctx.state.task(outcome.task_id)
             self.record(after_merge(task, ctx.state.states[task.id], outcome, max_attempts=self.max_attempts))
+
+    def requeue(self, candidates: list[Candidate]) -> None:
+        """Candidates whose merge ran while the disk was full wait for the next batch."""
+        waiting = {c.task_id for c in self.queue.pending}
+        back = [c for c in candidates if c.task_id not in waiting]
+        for candidate in back:
+            self.queue.submit(candidate)
+        if back:
+            why = "the disk filled while they were merged: they are merged again once there is room"
+            self.ctx.record(MergeRequeued(tasks=[c.task_id for c in back], base="", reason=why))
