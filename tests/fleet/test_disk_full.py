@@ -111,25 +111,23 @@ def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) 
             ["git", "--git-dir", integration, "show", "hilbert/integration:peer.txt"],
             capture_output=True, text=True,
         )  # fmt: skip
-    output = ran.stdout[-3000:] + ran.stderr
-    print(
-        "\n".join(f"{e.agent} {e.kind} {str(e.data)[:150]}" for e in events if e.kind not in ("model_call",))
-    )
+    trace = "\n".join(f"{e.agent} {e.kind} {str(e.data)[:150]}" for e in events if e.kind != "model_call")
+    output = ran.stdout[-3000:] + ran.stderr + "\n" + trace  # what happened, when an assertion fails
     # the run ended as runs end (the hog's task is stopped, so not every task is done), not in a crash
     assert ran.returncode == 1 and "Traceback" not in ran.stderr, output
     assert any(e.kind == "fleet_finished" for e in events), output
     hog = next(e.data for e in events if e.kind == "task_started" and e.data["task"] == "T1")
     full = [e.data for e in events if e.kind == "disk_full"]
-    assert full and full[0]["worker"] == hog["worker"] and full[0]["task"] == "T1", full
-    assert any(e.kind == "disk_ok" for e in events), [e.kind for e in events]
+    assert full and full[0]["worker"] == hog["worker"] and full[0]["task"] == "T1", output
+    assert any(e.kind == "disk_ok" for e in events), output
     stops = [e for e in events if e.kind == "stop_requested"]
-    assert [(e.agent, e.data["to"]) for e in stops] == [("harness", hog["worker"])]
+    assert [(e.agent, e.data["to"]) for e in stops] == [("harness", hog["worker"])], output
     closed = [e.data["message"] for e in events if e.kind == "workspace_closed"]
-    assert any(m.startswith(f"{hog['worker_id']}: archived") for m in closed), closed
+    assert any(m.startswith(f"{hog['worker_id']}: archived") for m in closed), output
     assert any(name.startswith(f"{hog['worker_id']}-") for name in archives), archives
-    assert {t: s.status for t, s in state.states.items()} == {"T1": "escalated", "T2": "done"}
+    assert {t: s.status for t, s in state.states.items()} == {"T1": "escalated", "T2": "done"}, output
     assert "T1" in state.stopped
-    assert landed.returncode == 0 and landed.stdout == "peer\n", landed.stderr
+    assert landed.returncode == 0 and landed.stdout == "peer\n", landed.stderr + output
 
 
 def fill(folder: Path) -> None:
