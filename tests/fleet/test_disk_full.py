@@ -105,6 +105,7 @@ def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) 
             run = store.events(kinds=["fleet_started"])[0].run
             state = Fold(store, run).catch_up()
             events = store.events(run=run)
+        reserve = list((home / "runs" / run).glob("disk-reserve*"))
         archives = sorted(p.name for p in (home / "runs" / run / "archive").glob("*.tar.gz"))
         integration = state.started.integration if state.started else ""
         landed = subprocess.run(
@@ -127,6 +128,7 @@ def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) 
     assert any(name.startswith(f"{hog['worker_id']}-") for name in archives), archives
     assert {t: s.status for t, s in state.states.items()} == {"T1": "escalated", "T2": "done"}, output
     assert "T1" in state.stopped
+    assert not reserve, reserve  # given back when the run ended
     assert landed.returncode == 0 and landed.stdout == "peer\n", landed.stderr + output
 
 

@@ -3,10 +3,11 @@
 Where no quota holds a worker to its share, the fleet survives a full disk by design:
 
 - **Reserve.** At the start the run's folder gets `fleet.disk_reserve_mb` of allocated space in a few
-  files (`disk-reserve/`). When a write of the event log fails because the disk is full, the store
-  calls `DiskGuard.make_room` (`EventStore.on_full`): one piece is given up and the write is tried
-  again, so the log records what happens. Only then: given up as soon as free space merely falls low,
-  the room would go to whatever is still filling the disk, and the log would find none.
+  files (`disk-reserve/`, given back when the run ends). When a write of the event log fails because
+  the disk is full, the store calls `DiskGuard.make_room` (`EventStore.on_full`): one piece is given
+  up and the write is tried again, so the log records what happens. Only then: given up as soon as
+  free space merely falls low, the room would go to whatever is still filling the disk, and the log
+  would find none.
 - **Watch.** Every `fleet.disk_check_s` (at once after a failed write) it reads the free space of the
   run folder's file system (`os.statvfs`). Below `fleet.disk_min_free_mb`, or after a failed write,
   the disk is *full*: `disk_full` is recorded with the free bytes and the running worker whose
@@ -110,6 +111,13 @@ class Reserve:
                 return False
         return True
 
+    def remove(self) -> None:
+        """Give the whole reserve back (the run is over)."""
+        while self.give_up_one():
+            pass
+        with contextlib.suppress(OSError):
+            self.folder.rmdir()
+
     def give_up_one(self) -> bool:
         for piece in self.pieces:
             try:
@@ -148,6 +156,10 @@ class DiskGuard:
     def start(self) -> None:
         """Make the reserve (no room for it: the first look finds the disk full)."""
         self.reserve.make()
+
+    def close(self) -> None:
+        """The run is over: its reserve is given back."""
+        self.reserve.remove()
 
     def make_room(self) -> bool:
         """The store's `on_full` hook: a write of the log failed for want of space. Give up a piece of

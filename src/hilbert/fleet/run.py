@@ -173,6 +173,7 @@ class _Driver:
             raise
         finally:
             ctx.store.on_full(None)
+            self.disk.close()
             others = [t for t in (merging, leading, waker, roomy, watching, deciding, disk) if t is not None]
             for pending in [*self.running, *others]:
                 pending.cancel()
