@@ -3,7 +3,8 @@
 `Settings` holds the models and paths at its top and one frozen section per concern:
 
     Settings            home, db, model, lead_model, judge_model, unsandboxed, families, prices
-    ├── fleet           FleetSettings: workers, attempts, the merge batch, the run's cost cap, the lead
+    ├── fleet           FleetSettings: workers, attempts, the merge batch, the run's cost cap, the lead,
+    │                   the disk's floor and reserve
     ├── budgets         BudgetSettings: one agent's turns and cost, retries of a model call
     ├── gate            GateSettings: how often the stop gate sends one attempt back
     ├── panel           PanelSettings: the review panel's models, its size, the paths it reviews
@@ -100,6 +101,12 @@ class FleetSettings:
     # a scope change (add, split, reassign with a note) the lead makes after reading a worker's message
     # waits for `hilbert approve`; false: applied at once (the lead_action still names the messages)
     approve_worker_proposals: bool = True
+    # the disk the run's folder is on (`hilbert.fleet.disk`): below `disk_min_free_mb` free, the worker
+    # whose workspace grows fastest is halted and nothing new starts until there is room again; the
+    # reserve (a file in the run's folder) is given up when the event log cannot write; 0: off
+    disk_min_free_mb: int = field(default=128, metadata=_at_least(0))
+    disk_reserve_mb: int = field(default=8, metadata=_at_least(0))
+    disk_check_s: float = field(default=5.0, metadata=_positive())  # how often the disk is looked at
 
 
 @dataclass(frozen=True)

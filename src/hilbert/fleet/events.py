@@ -546,3 +546,4 @@ class MessageRejected(FleetEvent):
 @kind("stop_requested")
 class StopRequested(FleetEvent):
     to: str = "*"
+    why: str = ""  # when the harness asked (the disk filled): what the halted agent's log says

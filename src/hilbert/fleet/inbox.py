@@ -4,11 +4,12 @@
 run's log; the lead's `message_worker` tool appends a `lead_message`, the liveness watch a
 `worker_nudged` (sender: the harness), a worker's `send_message` tool an `agent_message`
 (`hilbert.fleet.messages`). Each agent's `Inbox` policy reads the new ones before its next model call.
-A stop halts the agent (its work is kept: the harness commits and archives it); a message is injected
-inside an envelope naming its sender and role as the harness knows them, never as the text claims
-(`hilbert.security.envelope`). With the run's `MessageKey`, every message is signed when written and
-checked when read: a row changed after it was written is not delivered (a `message_rejected` event says
-so).
+A stop halts the agent (its work is kept: the harness commits and archives it); the harness asks for
+one too, with its reason, for the worker whose workspace filled the disk (`hilbert.fleet.disk`). A
+message is injected inside an envelope naming its sender and role as the harness knows them, never as
+the text claims (`hilbert.security.envelope`). With the run's `MessageKey`, every message is signed
+when written and checked when read: a row changed after it was written is not delivered (a
+`message_rejected` event says so).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class Inbox(Policy):
             if not self._for_me(event):
                 continue
             if event.kind == STOP_REQUESTED:
-                return [*actions, Halt(STOPPED_BY_PERSON, "person")]
+                return [*actions, Halt(str(data.get("why") or STOPPED_BY_PERSON), "person")]
             if self.key is not None and not self.key.verify(data):
                 why = "its signature does not match: it was changed after it was written"
                 self.store.append(

@@ -24,11 +24,13 @@ from hilbert.commands import Runner
 from hilbert.fleet.attempt import Attempts
 from hilbert.fleet.context import Models
 from hilbert.fleet.crash import Crashes
+from hilbert.fleet.disk import DiskGuard
 from hilbert.fleet.events import (
     FleetEvent,
     FleetFinished,
     FleetInterrupted,
     MergeError,
+    MergeRequeued,
     PanelAgreement,
     TaskError,
 )
@@ -94,6 +96,9 @@ class _Driver:
         self.lead = Lead(self.ctx, roster=lambda: list(self.names.values()), release=self.release)
         self.running: dict[asyncio.Task[AttemptOutcome], str] = {}
         self.max_attempts = self.ctx.settings.fleet.max_attempts
+        running = lambda: dict(self.names)  # noqa: E731
+        self.disk = DiskGuard(self.ctx.root, self.ctx.settings.fleet, record=self.ctx.record, running=running)
+        self.batch: tuple[int, dict[str, Candidate]] = (0, {})  # the merge's: the disk's spells, candidates
 
     def start(self, task_id: str, name: Name, resumed: Any = None) -> None:
         self.names[task_id] = name
@@ -118,30 +123,40 @@ class _Driver:
                   restart=self.attempts.restart, key=ctx.key)
         )  # fmt: skip
         deciding = asyncio.create_task(self.lead.watch_proposals())
+        self.disk.start()  # a reserve for the log, given up when it cannot write (`fleet.disk`)
+        ctx.store.on_full(self.disk.make_room)
+        disk = asyncio.create_task(self.disk.watch())
+        roomy: asyncio.Task[Any] | None = None  # wakes the loop when a full disk has room again
         interrupted = False
         try:
             while True:  # until nothing runs and nothing can start
                 state = ctx.fold.catch_up()
                 assert state.plan is not None
                 stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
+                paused = self.disk.full  # nothing new starts on a full disk; what runs goes on
                 conflicted = [t for t, w in state.current.items() if state.attempts[w].landed == "conflict"]
                 starting = ready(state.plan, state.states, max_running=fleet.workers, behind_queue=conflicted)
-                for task_id in [] if stopping else starting:
+                for task_id in [] if stopping or paused else starting:
                     name = allocate(1, taken=[*state.workers_used, *(n.id for n in self.names.values())])[0]
                     ctx.set_state(replace(state.states[task_id], status="running", worker=name.display))
                     self.start(task_id, name)
-                if merging is None and self.queue.pending:
+                if merging is None and self.queue.pending and not paused:
+                    self.batch = (self.disk.spells, {c.task_id: c for c in self.queue.pending})
                     merging = asyncio.create_task(self.queue.process())
                 unanswered = state.unanswered()[: fleet.escalations_per_session]
                 if leading is None and (unanswered or self.lead.candidates()) and self.lead.may_act(stopping):
                     leading = asyncio.create_task(self.lead.consult(unanswered))
                 waiting = set(self.running) | {task for task in (merging, leading) if task is not None}
-                if not waiting:
+                if not waiting and not (paused and not stopping and (starting or self.queue.pending)):
                     break  # the scheduler has nothing left, or the rest is blocked
                 waker = waker or asyncio.create_task(self.lead.woken.wait())
-                done, _ = await asyncio.wait(waiting | {waker}, return_when=asyncio.FIRST_COMPLETED)
+                roomy = roomy or asyncio.create_task(self.disk.woken.wait())
+                done, _ = await asyncio.wait(waiting | {waker, roomy}, return_when=asyncio.FIRST_COMPLETED)
                 for finished in done:
-                    if finished is waker:
+                    if finished is roomy:
+                        roomy = None
+                        self.disk.woken.clear()
+                    elif finished is waker:
                         waker = None
                         self.lead.woken.clear()
                     elif finished is merging:
@@ -157,7 +172,9 @@ class _Driver:
             ctx.record(FleetInterrupted(why="interrupted: in-flight work is kept; resume it with --resume"))
             raise
         finally:
-            others = [task for task in (merging, leading, waker, watching, deciding) if task is not None]
+            ctx.store.on_full(None)
+            self.disk.close()
+            others = [t for t in (merging, leading, waker, roomy, watching, deciding, disk) if t is not None]
             for pending in [*self.running, *others]:
                 pending.cancel()
             await asyncio.gather(*self.running, *others, return_exceptions=True)
@@ -201,6 +218,11 @@ class _Driver:
     def merged(self, finished: asyncio.Task[list[Outcome]]) -> None:
         ctx = self.ctx
         error = finished.exception()
+        outcomes = finished.result() if error is None else []
+        spells, batch = self.batch
+        if self.disk.spoiled(spells):  # a merge that failed on a full disk says nothing of its candidates
+            self.requeue([c for task, c in batch.items() if task not in ctx.state.merged])
+            error, outcomes = None, [o for o in outcomes if o.kind == "merged"]
         if error is not None:  # the queue's git or check step failed: its refs survive
             why = f"the merge queue failed: {type(error).__name__}: {error}"
             ctx.record(MergeError(error=why))
@@ -209,6 +231,16 @@ class _Driver:
                 if state.status == "verifying" and task_id not in waiting:
                     self.record(failure(ctx.state.task(task_id), state, why, max_attempts=self.max_attempts))
             return
-        for outcome in finished.result():
+        for outcome in outcomes:
             task = ctx.state.task(outcome.task_id)
             self.record(after_merge(task, ctx.state.states[task.id], outcome, max_attempts=self.max_attempts))
+
+    def requeue(self, candidates: list[Candidate]) -> None:
+        """Candidates whose merge ran while the disk was full wait for the next batch."""
+        waiting = {c.task_id for c in self.queue.pending}
+        back = [c for c in candidates if c.task_id not in waiting]
+        for candidate in back:
+            self.queue.submit(candidate)
+        if back:
+            why = "the disk filled while they were merged: they are merged again once there is room"
+            self.ctx.record(MergeRequeued(tasks=[c.task_id for c in back], base="", reason=why))

@@ -17,6 +17,11 @@ Guarantees:
   too, at the cost of a disk flush per event.
 - Writers wait for the lock with short jittered retries, so that they take turns, for up to
   `busy_timeout_s`; then `RunError`.
+- A write that fails because the disk is full (SQLITE_FULL) is never half done and never dropped:
+  with an `on_full` hook (the fleet's disk guard, `hilbert.fleet.disk`, which gives up its reserve)
+  it is tried again, at once and then every second at most, for as long as the hook says to wait;
+  without one, or when the hook gives up, it is a `RunError` saying the disk is full. The caller acts
+  on an event only once `append` returned, so an event that was acted on is in the log.
 - Nothing secret is written: every event's data and every message pass through the store's
   `Redactor` (`hilbert.security.redact`; by default built from the environment when the store is
   opened) before they reach the file, so the log, its WAL and every view that reads them hold `***`
@@ -54,8 +59,9 @@ from hilbert.store.schema import migrate
 Durability = Literal["normal", "full"]
 T = TypeVar("T")
 
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_FULL = 5, 6, 13
 _MAX_WAIT_S = 0.01  # longest sleep between two tries for a locked file
+_MAX_FULL_WAIT_S = 1.0  # longest sleep between two tries on a full disk
 _STORED_MEMO = 1 << 16  # messages whose blob key put_messages remembers
 _CHUNK = 500  # rows or bound parameters per statement; well under SQLite's limits
 _COLUMNS = "id, run, agent, seq, time, kind, data"
@@ -91,6 +97,7 @@ class EventStore:
         self._lock = threading.Lock()
         self._jitter = random.Random()
         self._observer: Callable[[Event], None] | None = None
+        self._on_full: Callable[[], bool] | None = None
 
     @classmethod
     def open(
@@ -215,6 +222,12 @@ class EventStore:
         """Call `observer` with every event this instance commits, after the commit (test only:
         `hilbert.fleet.crash`); None stops it."""
         self._observer = observer
+
+    def on_full(self, hook: Callable[[], bool] | None) -> None:
+        """Call `hook` whenever a write fails because the disk is full, before trying it again; it
+        returns whether to try again (False: the write fails). It runs holding the store's lock: it
+        must not use the store. None removes it."""
+        self._on_full = hook
 
     def put_messages(self, messages: Sequence[Message]) -> list[str]:
         """Store each message, redacted, once under its content hash; return the hashes, in order."""
@@ -367,7 +380,20 @@ class EventStore:
                 raise
 
         with self._lock:
-            return self._retry_busy(transaction)
+            delay = 0.0
+            while True:
+                try:
+                    return self._retry_busy(transaction)
+                except sqlite3.OperationalError as err:
+                    if not _is_full(err):
+                        raise
+                    if self._on_full is None or not self._on_full():
+                        raise RunError(
+                            f"the disk holding the event log {self._path} is full",
+                            hint="free some space, then go on with `hilbert run --resume`",
+                        ) from err
+                time.sleep(delay)  # the first try again at once: the hook may have made room
+                delay = min(max(delay * 2, 0.01), _MAX_FULL_WAIT_S)
 
     def _retry_busy(self, attempt: Callable[[], T]) -> T:
         """Call `attempt` until it does not fail with SQLITE_BUSY/LOCKED, for up to the busy timeout.
@@ -399,6 +425,13 @@ def _is_busy(err: sqlite3.DatabaseError) -> bool:
     if code is not None:
         return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
     return "locked" in str(err) or "busy" in str(err)
+
+
+def _is_full(err: sqlite3.DatabaseError) -> bool:
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == _SQLITE_FULL
+    return "disk is full" in str(err)
 
 
 def _event(row: tuple[Any, ...]) -> Event:
