@@ -33,13 +33,15 @@ namespace) it cannot. Processes handed to something outside (a daemon, `systemd-
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 TYPE_CHECKING = False  # True for the type checker only: `typing` is slow to import
 if TYPE_CHECKING:
+    import signal
     from collections.abc import Callable
     from typing import NoReturn
+else:
+    import _signal as signal  # `signal` without its enums, which take as long to import as Python to start
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
