@@ -10,10 +10,12 @@ the command started in, so the group is what is limited and what is killed when 
 
 `detect()` finds the cgroup v1 `pids` and `memory` hierarchies that this process may make groups in
 (as root; the group is made beneath this process's own group in each hierarchy, so the limits above
-still hold). cgroup v2 delegation (a `cgroup.subtree_control` we may write, `cgroup.kill`) is not
-built yet: where a controller is not available, `missing` names it and `hilbert status` shows it;
-the command's process group is still killed (`hilbert.commands.process`), but what leaves it is not,
-and the number of processes and the memory are then not capped.
+still hold). Where no group can be made (not root, no cgroup v1 hierarchy of either controller),
+`missing` names the controllers and `hilbert status` shows what is then not capped — the number of
+processes, the memory — while the command runs under a subreaper (`hilbert.commands.reaper`) that
+kills whatever it leaves, so nothing outlives it either way. cgroup v2 delegation (a cgroup2 mount
+with a `cgroup.subtree_control` we may write, `memory.max`, `cpu.weight`, `cgroup.kill`) is not built:
+the machines this was written on have cgroup v1 only, where it cannot be tested.
 
 Nothing here runs a command; `hilbert.commands.process.run_process` joins the group in the child
 (between fork and exec) and closes it when the command is over.
@@ -67,8 +69,8 @@ class CommandGroups:
             return "each command in a control group of its own (processes and memory capped, all killed)"
         lost = {"pids": "the number of processes", "memory": "memory"}
         return (
-            "no control group for " + " and ".join(lost[c] for c in self.missing)
-            + ": not capped, and a process that leaves the command's process group can outlive it"
+            "no control group for " + " and ".join(lost[c] for c in self.missing) + ": not capped"
+            + ("" if self.parents else " (a subreaper kills whatever a command leaves running)")
         )  # fmt: skip
 
     def new(self, *, processes: int | None = None, memory_mb: int | None = None) -> CommandGroup:

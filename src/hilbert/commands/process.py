@@ -2,9 +2,11 @@
 
 `run_process(argv, ...)` starts `argv` in its own process group, feeds it `stdin`, reads its output
 through pipes of our own as it comes, and however it ends — exit, timeout, cancellation — kills the
-whole group and reaps it, so neither a hung command nor a background child outlives the call (a child
-that starts its own session escapes the group: with a control group, `Limits.groups`, it is killed
-with the rest; see `hilbert.commands.groups`). Output read before a timeout is kept. Every spawner
+whole group and reaps it, so neither a hung command nor a background child outlives the call. A child
+that starts its own session or is double-forked leaves the group; with `Limits` it is killed with the
+rest even so: by its control group (`Limits.groups`, `hilbert.commands.groups`) where one was made,
+otherwise by the subreaper the command then runs under (`hilbert.commands.reaper`), which is asked to
+end it all with SIGTERM on a timeout or a cancellation. Output read before a timeout is kept. Every spawner
 of hilbert goes through it: the command runner (`hilbert.commands.runner`: workers' and the lead's
 shell, the stop gate, the merge checks) and the harness's git (`hilbert.workspaces.git`).
 
@@ -19,18 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import resource
+import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from hilbert.commands import reaper
 from hilbert.commands.groups import CommandGroup, CommandGroups
 
 DRAIN_S = 1.0  # how long to keep reading after the command exited (background children may hold the pipe)
+REAPER_GRACE_S = 5.0  # how long the subreaper has to kill and reap everything once told to, before SIGKILL
 
 
 Spill = Callable[[], tuple[IO[bytes], str] | None]  # a new file opened for writing, and its name
@@ -103,7 +110,8 @@ class Limits:
     kernel kills it past that), address space in MiB (allocations past it fail), the size of a file
     it writes in MiB (a write past it fails). Through a control group of its own (`groups`, where the
     machine allows one: `hilbert.commands.groups`): how many processes it may have at once
-    (`processes`), how much memory all of them may use (`group_memory_mb`), and none outliving it."""
+    (`processes`), how much memory all of them may use (`group_memory_mb`), and none outliving it.
+    Without a group none outlives it either (`hilbert.commands.reaper`), but neither cap holds."""
 
     cpu_s: int | None = None
     memory_mb: int | None = None
@@ -151,7 +159,11 @@ async def run_process(
     `timeout_s`. `waiting = (every_s, call)` calls `call(elapsed_s)` every `every_s` seconds while it
     runs. Raises FileNotFoundError when the program is missing."""
     group = limits.group() if limits else None
-    preexec = _preexec(limits, group)
+    reaped = limits is not None and group is None  # no group to end what it leaves: the subreaper does
+    if reaped:
+        _must_exist(argv[0], cwd, env)
+        argv = [sys.executable, "-I", "-S", reaper.__file__, "--", *argv]
+    preexec = _preexec(limits, group, reaped)
     pipes = [os.pipe() for _ in range(1 if stderr is None else 2)]
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -195,16 +207,33 @@ async def run_process(
         except TimeoutError:
             exit_code = None
     finally:
-        await _finish(proc, tasks, transports, files[len(transports) :], group)
+        await _finish(proc, tasks, transports, files[len(transports) :], group, reaped)
     return exit_code
 
 
-def _preexec(limits: Limits | None, group: CommandGroup | None) -> Callable[[], None] | None:
-    """What the child runs between fork and exec: join its group, then its rlimits."""
-    if group is None and (limits is None or _no_rlimits(limits)):
+def _must_exist(program: str, cwd: Path | None, env: Mapping[str, str]) -> None:
+    """FileNotFoundError for a program that is not there, as starting it directly would raise."""
+    found = (
+        os.access(Path(cwd or ".") / program, os.X_OK)
+        if "/" in program
+        else shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    )
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
+def _preexec(
+    limits: Limits | None, group: CommandGroup | None, reaped: bool = False
+) -> Callable[[], None] | None:
+    """What the child runs between fork and exec: become the subreaper or join its group, then set
+    its rlimits (inherited by the command the subreaper starts)."""
+    if group is None and not reaped and (limits is None or _no_rlimits(limits)):
         return None
+    subreaper = reaper.subreaper_flag() if reaped else None  # prepared here, before the fork
 
     def preexec() -> None:
+        if subreaper is not None:
+            subreaper()
         if group is not None:
             group.join()
         if limits is not None:
@@ -237,11 +266,18 @@ async def _finish(
     transports: list[asyncio.BaseTransport],
     files: Sequence[IO[bytes]],
     group: CommandGroup | None = None,
+    reaped: bool = False,
 ) -> None:
     """Kill the group, reap it, stop reading and close every pipe: in a task of its own, finished
-    however often the caller is cancelled meanwhile (and the caller's cancellation is passed on)."""
+    however often the caller is cancelled meanwhile (and the caller's cancellation is passed on). A
+    subreaper still running is first told to end everything below it (SIGTERM), and given time to."""
 
     async def cleanup() -> None:
+        if reaped and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), REAPER_GRACE_S)
         _kill_group(proc.pid)
         if proc.returncode is None:
             await proc.wait()
