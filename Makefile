@@ -46,6 +46,8 @@ agentdojo: $(VENV)/.installed
 
 test: install-dev tools sandbox agentdojo lint typecheck
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory test-unprivileged PYTEST_ARGS=-q; \
+	  else echo "make test: not run as root, so the suite above ran unprivileged already"; fi
 
 # The kill/resume drill at soak size (tests/e2e/test_resume.py with 50 kills or more; `make test` runs
 # it with the named points only) and the resume benchmark. Figures: docs/bench.md.
@@ -55,10 +57,11 @@ soak: install-dev
 
 # The tests that must also pass as a user who is not root (no control groups: commands run under the
 # subreaper, `hilbert.commands.reaper`), run as `$(TEST_USER)`, made here idempotently, without a password
-# or a home. Needs root, and a tree that user can read (a clone under /tmp or /work is; one under /root is
-# not); tests/unprivileged.sh says how it runs them. Not part of `make test` (yet).
+# or a home. Needs root; tests/unprivileged.sh says how it runs them (a tree or a Python under /root
+# included). `make test` run as root runs them so after the whole suite.
 TEST_USER ?= hilbert-test
-UNPRIVILEGED_TESTS ?= tests/commands/test_groups.py tests/commands/test_reaper.py tests/fleet/test_run.py
+UNPRIVILEGED_TESTS ?= tests/commands/test_groups.py tests/commands/test_reaper.py tests/fleet/test_run.py \
+  tests/fleet/test_disk_full.py
 
 test-user:
 	@[ "$$(id -u)" = 0 ] || { echo "make test-user: needs root (to add the user $(TEST_USER))"; exit 1; }

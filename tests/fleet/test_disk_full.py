@@ -52,15 +52,31 @@ class HogAndPeer:
         return Reply(tool_calls=(call,))
 
 
-ROOT_ONLY = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("mount") is None,
-    reason="needs root to mount a small tmpfs for the disk to fill (run the suite as root, as CI does)",
+PROVIDED = "HILBERT_TEST_DISK_"  # + SIZE: an empty tmpfs of SIZE mounted for a user who is not root
+SMALL_DISK = pytest.mark.skipif(
+    (os.geteuid() != 0 or shutil.which("mount") is None)
+    and not any(k.startswith(PROVIDED) for k in os.environ),
+    reason="needs root to mount a small tmpfs for the disk to fill, or one mounted for this user "
+    "(`make test-unprivileged` mounts them; run the suite as root, as CI does)",
 )
 
 
 @contextlib.contextmanager
 def small_disk(folder: Path, size: str = "64m") -> Iterator[Path]:
-    """`folder` as a tmpfs of its own of `size`, unmounted afterwards."""
+    """`folder` as a tmpfs of its own of `size`, unmounted afterwards; for a user who is not root, the
+    empty one `tests/unprivileged.sh` mounted for it (`HILBERT_TEST_DISK_64M`), emptied afterwards."""
+    provided = os.environ.get(PROVIDED + size.upper())
+    if os.geteuid() != 0:
+        if not provided:
+            pytest.skip(f"no {size} tmpfs was mounted for this user ({PROVIDED}{size.upper()})")
+        disk = Path(provided)
+        assert not any(disk.iterdir()), f"{disk} is not empty: one test at a time uses it"
+        try:
+            yield disk
+        finally:
+            for child in disk.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        return
     folder.mkdir()
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
@@ -73,7 +89,7 @@ def small_disk(folder: Path, size: str = "64m") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-@ROOT_ONLY
+@SMALL_DISK
 @pytest.mark.timeout(240)
 def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
@@ -139,7 +155,7 @@ def fill(folder: Path) -> None:
             filler.write(bytes(MIB))
 
 
-@ROOT_ONLY
+@SMALL_DISK
 def test_a_log_write_on_a_full_disk_waits_for_the_reserve_and_is_kept(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk", "8m") as disk:
         reserve = Reserve(disk / "reserve", 2 * MIB)
