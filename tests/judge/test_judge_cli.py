@@ -216,3 +216,30 @@ def test_hook_stop_passes_on_no_key_from_the_commands_output(tmp_path: Path) -> 
     answer = json.loads(blocked.stdout)
     assert answer["decision"] == "block" and "Output of the failed verify step:\n***" in answer["reason"]
     assert key not in blocked.stdout + blocked.stderr
+
+
+def test_hook_stop_runs_none_of_the_agents_filters_and_no_core_worktree_steers_it(tmp_path: Path) -> None:
+    """The agent writes its repository's configuration: a filter driver (clean, smudge and a long-running
+    process) on every file, and a `core.worktree` elsewhere. The hook's git runs none of them (issue 14,
+    item 1) and gates what is in the work tree."""
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    ran = tmp_path / "filter-ran"
+    for key in ("clean", "smudge", "process"):
+        git(repo, "config", f"filter.evil.{key}", f"touch {ran}-{key}; cat")
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    git(repo, "config", "core.worktree", str(decoy))
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (repo / "calc/ops.py").write_text((repo / "calc/ops.py").read_text().replace("x + factor", "x * factor"))
+    gate = tmp_path / "gate.yaml"
+    gate.write_text(f"verify: {VERIFY}\nbase: {base}\n")
+    event = {
+        "session_id": "s1",
+        "cwd": str(repo / "calc"),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    done = hook_stop(gate, event, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "" and "the gate passed" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.glob("filter-ran*")) == []

@@ -30,6 +30,13 @@ the agent still gates its final work. An error is one line on stderr with exit s
 Code treats as a block with that line as the reason (the gate fails closed within the same bound). A
 task the judge calls impossible is not blocked: the agent may stop, and the note says why.
 
+The repository is the folder holding the `.git` entry at or above `cwd` (found by the hook, not by
+git's discovery, so no `core.worktree` or `GIT_DIR` steers it), and every git call names its git dir
+and work tree. Its configuration is the agent's to write, so every filter driver it names is switched
+off for the hook's git (`neutral`): `git add` and the gate's `git archive` would run them, outside the
+sandbox. The agent runs as the hook's user, so this keeps the snapshot honest more than it keeps
+anything out; the fleet's own git never reads a configuration a worker can write.
+
 The checks run in hilbert's sandbox. Whether they may run without one, where the machine has none, is
 the gate file's to say (`unsandboxed`), never a `hilbert.toml` in the agent's folder: without it the
 checks are refused, each refusal a round like any failed check, and stderr tells the person what to do.
@@ -44,7 +51,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,40 +154,81 @@ def read_hook_input(text: str) -> HookInput:
     )
 
 
-async def snapshot(work_tree: Path, git: Git, scratch: Path) -> tuple[Path, str]:
-    """The repository root holding `work_tree`, and a commit of everything in it (untracked files
-    included; ignored ones not, by the person's own ignore rules too) on top of HEAD, or parentless
-    in a repository without commits — made through a private index, so no ref, index or file of the
-    agent's changes."""
-    top = Path((await git.run("rev-parse", "--show-toplevel", cwd=work_tree)).stdout.strip())
+@dataclass(frozen=True)
+class Repository:
+    """The agent's repository: its top folder and its git dir."""
+
+    top: Path
+    git_dir: Path
+
+    @property
+    def args(self) -> tuple[str, str]:
+        return f"--git-dir={self.git_dir}", f"--work-tree={self.top}"
+
+
+def locate(cwd: Path) -> Repository:
+    """The repository holding `cwd`: the nearest folder at or above it with a `.git` folder, or a `.git`
+    file naming the git dir (`gitdir: PATH`, a linked worktree's)."""
+    here = cwd.resolve()
+    for folder in (here, *here.parents):
+        entry = folder / ".git"
+        if entry.is_dir():
+            return Repository(folder, entry)
+        if entry.is_file():
+            named = entry.read_text(errors="replace").strip()
+            if named.startswith("gitdir:"):
+                return Repository(folder, (folder / named.removeprefix("gitdir:").strip()).resolve())
+    raise UserError(f"{cwd} is not in a git repository", hint="the hook gates work in a git repository")
+
+
+async def neutral(git: Git, repo: Repository) -> Git:
+    """`git` with every filter driver `repo`'s configuration names switched off (clean, smudge and
+    process empty): they would run as the hook's git adds or archives files."""
+    listed = await git.run(
+        "--git-dir", repo.git_dir, "config", "--name-only", "--get-regexp", r"^filter\.", check=False
+    )
+    names = {
+        line[len("filter.") :].rsplit(".", 1)[0] for line in listed.stdout.splitlines() if "." in line[7:]
+    }
+    return replace(
+        git, config=tuple(f"filter.{n}.{k}=" for n in sorted(names) for k in ("clean", "smudge", "process"))
+    )
+
+
+async def snapshot(repo: Repository, git: Git, scratch: Path) -> str:
+    """A commit of everything in `repo`'s work tree (untracked files included; ignored ones not, by
+    the person's own ignore rules too) on top of HEAD, or parentless in a repository without commits —
+    made through a private index, so no ref, index or file of the agent's changes."""
     own = {
         "GIT_INDEX_FILE": str(scratch / "snapshot-index"),
         "GIT_CONFIG_GLOBAL": None,
         "HOME": os.environ.get("HOME"),
     }
-    head = await _head(top, git)
-    await git.run("read-tree", *(["HEAD"] if head else ["--empty"]), cwd=top, extra_env=own)
-    await git.run("add", "-A", cwd=top, extra_env=own)
-    tree = (await git.run("write-tree", cwd=top, extra_env=own)).stdout.strip()
+    head = await _head(repo, git)
+    await git.run(*repo.args, "read-tree", *(["HEAD"] if head else ["--empty"]), cwd=repo.top, extra_env=own)
+    await git.run(*repo.args, "add", "-A", cwd=repo.top, extra_env=own)
+    tree = (await git.run(*repo.args, "write-tree", cwd=repo.top, extra_env=own)).stdout.strip()
     message = b"hilbert: snapshot of the work tree for the stop gate"
     parents = ["-p", head] if head else []
-    commit = await git.run("commit-tree", tree, *parents, cwd=top, stdin=message)
-    return top, commit.stdout.strip()
+    commit = await git.run(*repo.args, "commit-tree", tree, *parents, cwd=repo.top, stdin=message)
+    return commit.stdout.strip()
 
 
-async def _head(top: Path, git: Git) -> str | None:
-    found = await git.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=top, check=False)
+async def _head(repo: Repository, git: Git) -> str | None:
+    found = await git.run(*repo.args, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
     return found.stdout.strip() if found.returncode == 0 else None
 
 
-async def _base(spec: GateSpec, top: Path, git: Git) -> str:
+async def _base(spec: GateSpec, repo: Repository, git: Git) -> str:
     """The gate file's base, else HEAD, else (no commits yet) an empty commit."""
     if spec.base:
         return spec.base
-    if head := await _head(top, git):
+    if head := await _head(repo, git):
         return head
-    empty = (await git.run("hash-object", "-t", "tree", "--stdin", "-w", cwd=top, stdin=b"")).stdout.strip()
-    return (await git.run("commit-tree", empty, cwd=top, stdin=b"hilbert: empty base")).stdout.strip()
+    empty = (
+        await git.run(*repo.args, "hash-object", "-t", "tree", "--stdin", "-w", stdin=b"")
+    ).stdout.strip()
+    return (await git.run(*repo.args, "commit-tree", empty, stdin=b"hilbert: empty base")).stdout.strip()
 
 
 async def stop_hook(
@@ -200,14 +248,16 @@ async def stop_hook(
         if used >= spec.max_rounds:
             note = f"sent back {used} time(s) already (max_rounds {spec.max_rounds}); stop allowed"
             return HookAnswer(None, None, note)
-        top = Path((await git.run("rev-parse", "--show-toplevel", cwd=hook.cwd)).stdout.strip())
-        base = str(entry["base"]) if entry else await _base(spec, top, git)
+        repo = locate(hook.cwd)
+        git = await neutral(git, repo)
+        top = repo.top
+        base = str(entry["base"]) if entry else await _base(spec, repo, git)
         sessions[hook.session_id] = {"rounds": used + 1, "base": base}  # counted now: an error is a round
     if spec.heldout is not None and spec.heldout.is_relative_to(top.resolve()):
         raise UserError(f"heldout folder {spec.heldout} is inside the repository", hint="keep it outside")
-    _top, head = await snapshot(hook.cwd, git, scratch)
+    head = await snapshot(repo, git, scratch)
     result = await run_gate(
-        top,
+        repo.git_dir,  # the gate's git runs in it: nothing from the work tree steers it
         base,
         head,
         verify=spec.verify,
@@ -229,7 +279,7 @@ async def stop_hook(
         commit=head,
         verify=spec.verify,
         template=BLOCK,
-        originals=Originals(read=functools.partial(_original, git, top, base), base=base, root=str(top)),
+        originals=Originals(read=functools.partial(_original, git, repo, base), base=base, root=str(top)),
     )
     if isinstance(decision, Done | Halted):  # passed, or impossible: the agent may stop
         with _sessions(rounds_file) as sessions:
@@ -250,9 +300,9 @@ def _count(entry: Mapping[str, Any] | None) -> int:
         return 0
 
 
-async def _original(git: Git, top: Path, base: str, path: str) -> bytes | None:
+async def _original(git: Git, repo: Repository, base: str, path: str) -> bytes | None:
     """The bytes of `path` at `base`, None where the base did not have it (for the restore hint)."""
-    found = await git.run("cat-file", "blob", f"{base}:{path}", cwd=top, check=False)
+    found = await git.run(*repo.args, "cat-file", "blob", f"{base}:{path}", check=False)
     return found.raw if found.returncode == 0 else None
 
 
@@ -278,6 +328,9 @@ __all__ = [
     "GateSpec",
     "HookAnswer",
     "HookInput",
+    "Repository",
+    "locate",
+    "neutral",
     "read_gate_spec",
     "read_hook_input",
     "snapshot",

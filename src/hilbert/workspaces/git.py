@@ -78,6 +78,7 @@ class Git:
         default_factory=lambda: asyncio.Semaphore(max(32, 4 * (os.cpu_count() or 1))), compare=False
     )
     mark: str = ""
+    config: tuple[str, ...] = ()  # more `-c key=value` after HARNESS_CONFIG (the stop hook's, `judge.hook`)
 
     def environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
@@ -102,7 +103,7 @@ class Git:
         `extra_env` sets variables (e.g. `GIT_INDEX_FILE` for a private index), or removes those set
         to None (e.g. to let a person's own git configuration apply)."""
         argv = ["git"]
-        for item in HARNESS_CONFIG:
+        for item in (*HARNESS_CONFIG, *self.config):
             argv += ["-c", item]
         argv += [os.fspath(a) for a in args]
         out, err_out = bytearray(), bytearray()
