@@ -43,19 +43,23 @@ from hilbert.testing.fake_server.responder import Conversation, Reply
 from hilbert.testing.fake_server.responders import make_responder
 from hilbert.workspaces.integration import INTEGRATION
 
-# While the poison file exists (it lists the bugs fixed on the tip when the life started), fails any
-# build that fixes two or more bugs more (a merge batch of several candidates), and is slow otherwise,
-# so that candidates queue up; else runs the suite (the merge queue's "no new failures" reads its
-# output). It reads only the files: inside the sandbox the tree's git directory is out of sight.
+# While the poison file exists (it lists the bugs fixed on the tip when the life started, and the culprit:
+# the bug of a candidate waiting or coming), fails any build that fixes the culprit's bug more, and is
+# slow otherwise, so that candidates queue up: a batch holding the culprit is red, and the queue bisects
+# to it (red alone, it is the culprit's own failure; a build that failed only with two fixes would be a
+# pair the queue escalates together, which is not what the drill is for). Else runs the suite (the
+# merge queue's "no new failures" reads its output). It reads only the files: inside the sandbox the
+# tree's git directory is out of sight.
 CHECK = """\
 import json, pathlib, subprocess, sys, time
 poison = pathlib.Path({poison!r})
 if poison.exists():
     bugs = {bugs!r}  # (index, file, the mutated line): a bug is fixed once its line is gone
     fixed = {{n for n, file, line in bugs if line not in pathlib.Path(file).read_text()}}
-    more = sorted(fixed - set(json.loads(poison.read_text())))
-    if len(more) >= 2:
-        print(f"poisoned: this build fixes {{len(more)}} more bugs: {{more}}")
+    said = json.loads(poison.read_text())
+    more = sorted(fixed - set(said["tip"]))
+    if said["culprit"] in more:
+        print(f"poisoned: this build fixes bug {{said['culprit']}} (and {{len(more) - 1}} more)")
         sys.exit(3)
     time.sleep(3)
 sys.exit(subprocess.run([sys.executable, "-m", "pytest", "-q"]).returncode)
@@ -270,7 +274,8 @@ class Drill:
         """One process life: the run's first, or a resume; killed at `crash` (with the guard)."""
         life = Life(len(self.lives) + 1, crash)
         if poisoned:
-            self.poison.write_text(json.dumps(sorted(self.fixed_on_tip())))
+            said = {"tip": sorted(self.fixed_on_tip()), "culprit": self.culprit()}
+            self.poison.write_text(json.dumps(said))
         if (
             self.lives
         ):  # the person writes to two running workers: read in this life, kept across the next kill
@@ -296,6 +301,15 @@ class Drill:
             life.point = points[-1].data["point"] if points else None
         self.lives.append(life)
         return life
+
+    def culprit(self) -> int | None:
+        """The bug of the last candidate waiting to merge, else of the last task running (a candidate
+        coming): a poisoned build that fixes it is red."""
+        state = self.state()
+        bug = {task.id: n for n, task in enumerate(self.plan.tasks[ASKS:])}  # plan_of: one task a bug
+        queued = [bug[t] for t in state.queue if t in bug]
+        found = queued or [bug[t] for t in state.running_workers() if t in bug]
+        return found[-1] if found else None
 
     def fixed_on_tip(self) -> set[int]:
         """The bugs fixed on the integration branch now (their mutated line is gone)."""

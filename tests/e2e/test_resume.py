@@ -162,7 +162,10 @@ def check_merged_once(drill: Drill, events: list[Event], seed: int) -> None:
             merged.subtract(e.data["tasks"])
     asks = drill.asks
     tasks = [t.id for t in drill.plan.tasks if t.id not in asks]
-    assert +merged == Counter(tasks), (seed, merged)
+    if +merged != Counter(tasks):  # what became of the others, and why
+        state = drill.state()
+        whys = {t: why[:300] for t, why in state.feedback.items() if t not in merged}
+        raise AssertionError((seed, merged, {t: s.status for t, s in state.states.items()}, whys))
     integration = drill.root / "integration.git"
     log = git(integration, "log", "--first-parent", "--format=%H %s", INTEGRATION).splitlines()
     landed = Counter(m.group(1) for line in log if (m := re_merge(line.split(" ", 1)[1])))
