@@ -220,7 +220,8 @@ def test_hook_stop_passes_on_no_key_from_the_commands_output(tmp_path: Path) -> 
 
 def test_hook_stop_runs_none_of_the_agents_filters_and_no_core_worktree_steers_it(tmp_path: Path) -> None:
     """The agent writes its repository's configuration: a filter driver (clean, smudge and a long-running
-    process) on every file, and a `core.worktree` elsewhere. The hook's git runs none of them (issue 14,
+    process) on every file, and a `core.worktree` elsewhere; and one in the person's global configuration
+    (which the snapshot reads for its ignore rules). The hook's git runs none of them (issue 14,
     item 1) and gates what is in the work tree."""
     repo = make_repo(tmp_path)
     base = git(repo, "rev-parse", "HEAD")
@@ -230,7 +231,8 @@ def test_hook_stop_runs_none_of_the_agents_filters_and_no_core_worktree_steers_i
     decoy = tmp_path / "decoy"
     decoy.mkdir()
     git(repo, "config", "core.worktree", str(decoy))
-    (repo / ".gitattributes").write_text("* filter=evil\n")
+    (tmp_path / ".gitconfig").write_text(f'[filter "mine"]\n\tclean = touch {ran}-global; cat\n')  # HOME's
+    (repo / ".gitattributes").write_text("* filter=evil\ncalc/*.py filter=mine\n")
     (repo / "calc/ops.py").write_text((repo / "calc/ops.py").read_text().replace("x + factor", "x * factor"))
     gate = tmp_path / "gate.yaml"
     gate.write_text(f"verify: {VERIFY}\nbase: {base}\n")

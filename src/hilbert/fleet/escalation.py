@@ -137,23 +137,33 @@ def escalation_brief(
     return "\n".join(lines)
 
 
+DIFF_CHARS = 6000  # of a held candidate's diff in the lead's brief; a longer one only the person approves
+
+
 def candidate_section(
     proposal: str,
     task: Task,
     worker: str,
     messages: Sequence[tuple[str, str]],
+    files: str,
     diff: str,
     *,
-    max_chars: int = 6000,
+    max_chars: int = DIFF_CHARS,
 ) -> str:
-    """One held candidate in the lead's brief: its proposal id, task, worker, the peers' messages its
-    worker read (sender, text) and its diff against the attempt's base, each cut to fit `max_chars`."""
+    """One held candidate in the lead's brief: its proposal id, task, worker, every file its change
+    touches (`files`: `git diff --name-status`, whole), its diff (cut to `max_chars`: then the lead may
+    only reject it, `Lead.decide_candidate`) and the peers' messages its worker read (sender, text; last,
+    in fences a text cannot close)."""
     if len(diff) > max_chars:
-        diff = diff[:max_chars] + f"\n… [{len(diff) - max_chars} more chars]"
+        diff = (
+            diff[:max_chars]
+            + f"\n… [{len(diff) - max_chars} more chars: cut, so only the person may approve it]"
+        )
     lines = ["", f"### {proposal} — held candidate of {task.id} ({worker}): {task.title}"]
     lines.append(f"verify: `{task.verify}`; claims: {', '.join(task.claims) or '(none)'}")
-    lines.append("messages its worker read:")
+    lines += ["files it changes:", "```text", files.replace("```", "'''").strip(), "```"]
+    lines += ["its change:", "```diff", diff.replace("```", "'''"), "```", "messages its worker read:"]
     for sender, text in messages:
         text = text if len(text) <= 800 else text[:800] + "…"
         lines += [f"- from {sender}:", "```text", text.replace("```", "'''"), "```"]
-    return "\n".join([*lines, "its change:", "```diff", diff.replace("```", "'''"), "```"])
+    return "\n".join(lines)

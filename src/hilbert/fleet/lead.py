@@ -18,7 +18,7 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import AgentResult, SharedCostLimit, TurnLimit
 from hilbert.errors import UserError
 from hilbert.fleet.context import RunContext
-from hilbert.fleet.escalation import EscalationToolBox, candidate_section, escalation_brief
+from hilbert.fleet.escalation import DIFF_CHARS, EscalationToolBox, candidate_section, escalation_brief
 from hilbert.fleet.events import (
     MERGE_HELD,
     LeadAction,
@@ -66,6 +66,7 @@ class Lead:
         # one for all sessions: none is lost (what a session that died had read goes to the next one)
         self.inbox = Inbox(ctx.store, ctx.run, LEAD, key=ctx.key, after=ctx.state.lead_read, joined=0)
         self.woken = asyncio.Event()
+        self.unseen: set[str] = set()  # held candidates whose diff a session was shown cut
 
     # -- Steering ---------------------------------------------------------------------------------
 
@@ -221,20 +222,23 @@ class Lead:
     def candidates(self) -> list[Proposal]:
         """Held candidates (`hilbert.fleet.tainted`) waiting for a decision that no lead session was
         shown yet: with a lead, they are its to decide (the person may decide first)."""
-        shown = self.ctx.state.shown
+        state = self.ctx.state
         return [
             p
             for p in proposals(self.ctx.store, self.ctx.run)
-            if p.merge and p.status == "pending" and SHOWN_HELD + p.id not in shown
+            if p.merge
+            and p.status == "pending"
+            and SHOWN_HELD + p.id not in state.shown
+            and state.held.get(str(p.detail.get("task", ""))) == p.detail.get("ref")  # not moved on
         ]
 
     async def _candidate(self, proposal: Proposal) -> str:
         """`proposal`'s section of the brief: the messages its worker read and its change."""
         ctx, detail = self.ctx, proposal.detail
-        diff = await ctx.git.run(
-            "-C", ctx.integration.path, "diff", "--no-ext-diff", "--no-textconv",
-            str(detail.get("since") or detail.get("base", "")), str(detail.get("ref", "")), check=False,
-        )  # fmt: skip
+        since, ref = str(detail.get("since") or detail.get("base", "")), str(detail.get("ref", ""))
+        git = ("-C", ctx.integration.path, "diff", "--no-ext-diff", "--no-textconv")
+        diff = await ctx.git.run(*git, since, ref, check=False)
+        files = await ctx.git.run(*git, "--name-status", since, ref, check=False)
         read = []
         for message in proposal.asked_by:
             last = message.id
@@ -242,10 +246,31 @@ class Lead:
             read.append((message.sender, str(found[0].data.get("text", "")) if found else "(not in the log)"))
         task = ctx.state.task(str(detail.get("task", "")))
         change = diff.stdout if diff.returncode == 0 else f"(git diff failed: {diff.stderr[:300]})"
-        return candidate_section(proposal.id, task, str(detail.get("worker", "?")), read, change)
+        if diff.returncode != 0 or len(change) > DIFF_CHARS:
+            self.unseen.add(proposal.id)  # the lead will not see the whole change
+        return candidate_section(
+            proposal.id, task, str(detail.get("worker", "?")), read, files.stdout, change
+        )
 
-    def decide_candidate(self, proposal: str, *, approve: bool, why: str) -> str:
-        """The lead's decision on a held candidate, carried out at once (see `decided`)."""
+    def decide_candidate(
+        self, proposal: str, *, approve: bool, why: str, read: Sequence[WorkerMessage] = ()
+    ) -> str:
+        """The lead's decision on a held candidate, carried out at once (see `decided`). An approval
+        stays with the person when the lead did not see the whole change, or when its session read a
+        message from a sender whose message the candidate's worker read (that peer lobbying the lead)."""
+        wanted = proposal.strip().upper()
+        held = next((p for p in proposals(self.ctx.store, self.ctx.run) if p.id == wanted and p.merge), None)
+        lobbied = sorted({m.sender for m in read} & set(held.senders)) if held else []
+        if approve and held is not None and (held.id in self.unseen or lobbied):
+            why_not = (
+                f"this session read messages from {', '.join(lobbied)}, whose message its worker read"
+                if lobbied
+                else "you did not see its whole change"
+            )
+            return (
+                f"{held.id} is not approved: {why_not}, so it waits for the person (`hilbert approve "
+                f"{held.id}`). Nothing more is needed from you for it; reject it if you saw enough to."
+            )
         decided = decide(self.ctx.store, self.ctx.run, proposal, approve=approve, why=why, by=LEAD)
         self.decided(decided)
         task = decided.detail.get("task", "?")

@@ -134,7 +134,9 @@ class _Driver:
                 assert state.plan is not None
                 stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
                 paused = self.disk.full  # nothing new starts on a full disk; what runs goes on
-                conflicted = [t for t, w in state.current.items() if state.attempts[w].landed == "conflict"]
+                conflicted = [  # wait for the merge queue (not for a held candidate: that may wait long)
+                    t for t, w in state.current.items() if state.attempts[w].landed == "conflict"
+                ] if state.queue else []  # fmt: skip
                 starting = ready(state.plan, state.states, max_running=fleet.workers, behind_queue=conflicted)
                 for task_id in [] if stopping or paused else starting:
                     name = allocate(1, taken=[*state.workers_used, *(n.id for n in self.names.values())])[0]

@@ -101,8 +101,9 @@ def ready(
     """Tasks that may start now, in `plan.order()`: pending, every dependency done, no claim overlapping a
     running or verifying task nor one chosen before it here, and no more than the free slots under
     `max_running` (which counts running and verifying tasks). A task in `behind_queue` (its last candidate
-    conflicted) waits while another task is verifying: a retry that starts before the candidates ahead of
-    it land starts from a tip without them, and conflicts again."""
+    conflicted, and candidates wait in the merge queue) waits while another task is verifying: a retry
+    that starts before the candidates ahead of it land starts from a tip without them, and conflicts
+    again."""
     if max_running < 1:
         raise UserError(f"max_running is {max_running}", hint="allow at least one task to run at a time")
     current = _states(plan, states)

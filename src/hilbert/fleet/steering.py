@@ -145,9 +145,12 @@ class Steering(Protocol):
         """Hold a widening action (what `steer` would get) for the person; the proposal's id."""
         ...
 
-    def decide_candidate(self, proposal: str, *, approve: bool, why: str) -> str:
-        """Approve or reject a held candidate (`hilbert.fleet.tainted`); what became of it. Raises
-        `UserError` when no candidate of that id waits for a decision."""
+    def decide_candidate(
+        self, proposal: str, *, approve: bool, why: str, read: Sequence[WorkerMessage] = ()
+    ) -> str:
+        """Approve or reject a held candidate (`hilbert.fleet.tainted`); what became of it (`read`: the
+        workers' messages the session read). Raises `UserError` when no candidate of that id waits for
+        a decision."""
         ...
 
 
@@ -255,7 +258,8 @@ class SteeringTools:
         why = str(args.get("why") or "").strip()
         if not approve and not why:
             raise UserError("decide_candidate: a rejection needs `why`", hint="its next worker reads it")
-        return self.fleet.decide_candidate(_text(args, "proposal"), approve=approve, why=why)
+        proposal = _text(args, "proposal")
+        return self.fleet.decide_candidate(proposal, approve=approve, why=why, read=tuple(self.read()))
 
     def _apply(
         self,

@@ -35,6 +35,7 @@ from hilbert.fleet.outcomes import failure
 from hilbert.fleet.proposals import PROPOSAL_HELD, Proposal, proposals
 from hilbert.fleet.state import FleetState
 from hilbert.store import EventStore
+from hilbert.store.event_store import Event
 from hilbert.workspaces import Checkout
 
 _DIFFSTAT_CHARS = 4000
@@ -49,7 +50,8 @@ class PeerSnapshot(Policy):
         self.ctx, self.inbox, self.name = ctx, inbox, inbox.name
         self.task_id, self.worker, self.checkout = task_id, worker, checkout
         attempt = ctx.state.attempts.get(worker)
-        self.taken = attempt is not None and attempt.task == task_id and bool(attempt.tainted_at)
+        shown = attempt is not None and attempt.task == task_id and bool(attempt.tainted_at)
+        self.taken = shown or bool(_snapshots(ctx, worker, task_id))  # one, even across a crash
 
     async def before_model_call(self, state: LoopState) -> Sequence[Action]:
         actions = self.inbox.before_model_call(state)
@@ -75,9 +77,13 @@ class PeerSnapshot(Policy):
 def since_first_message(ctx: RunContext, worker: str, task_id: str) -> str:
     """The commit of `worker`'s work tree before the first peer's message of its attempt at `task_id`
     reached it; "" when none was taken."""
-    snapshots = ctx.store.events(run=ctx.run, agent=HARNESS, kinds=[TaintSnapshot.kind])
-    mine = [e for e in snapshots if e.data.get("worker") == worker and e.data.get("task") == task_id]
+    mine = _snapshots(ctx, worker, task_id)
     return str(mine[0].data.get("commit") or "") if mine else ""
+
+
+def _snapshots(ctx: RunContext, worker: str, task_id: str) -> list[Event]:
+    snapshots = ctx.store.events(run=ctx.run, agent=HARNESS, kinds=[TaintSnapshot.kind])
+    return [e for e in snapshots if e.data.get("worker") == worker and e.data.get("task") == task_id]
 
 
 async def hold(ctx: RunContext, task_id: str) -> str | None:

@@ -154,6 +154,9 @@ def read_hook_input(text: str) -> HookInput:
     )
 
 
+PERSONS_CONFIG = {"GIT_CONFIG_GLOBAL": None, "HOME": os.environ.get("HOME")}  # their ignore rules apply
+
+
 @dataclass(frozen=True)
 class Repository:
     """The agent's repository: its top folder and its git dir."""
@@ -182,28 +185,28 @@ def locate(cwd: Path) -> Repository:
 
 
 async def neutral(git: Git, repo: Repository) -> Git:
-    """`git` with every filter driver `repo`'s configuration names switched off (clean, smudge and
-    process empty): they would run as the hook's git adds or archives files."""
+    """`git` with every filter driver switched off (clean, smudge and process empty, not required)
+    that `repo`'s configuration or the person's own global one names (the snapshot reads the latter
+    for its ignore rules): they would run as the hook's git adds or archives files. A driver whose name
+    a `-c` cannot carry (an `=` in it) is refused."""
     listed = await git.run(
-        "--git-dir", repo.git_dir, "config", "--name-only", "--get-regexp", r"^filter\.", check=False
-    )
+        "--git-dir", repo.git_dir, "config", "--name-only", "--get-regexp", r"^filter\.",
+        check=False, extra_env=PERSONS_CONFIG,
+    )  # fmt: skip
     names = {
         line[len("filter.") :].rsplit(".", 1)[0] for line in listed.stdout.splitlines() if "." in line[7:]
     }
-    return replace(
-        git, config=tuple(f"filter.{n}.{k}=" for n in sorted(names) for k in ("clean", "smudge", "process"))
-    )
+    if odd := sorted(n for n in names if "=" in n):
+        raise UserError(f"the git configuration names a filter driver the hook cannot switch off: {odd[0]!r}")
+    off = (f"filter.{n}.{key}=" for n in sorted(names) for key in ("clean", "smudge", "process"))
+    return replace(git, config=(*off, *(f"filter.{n}.required=false" for n in sorted(names))))
 
 
 async def snapshot(repo: Repository, git: Git, scratch: Path) -> str:
     """A commit of everything in `repo`'s work tree (untracked files included; ignored ones not, by
     the person's own ignore rules too) on top of HEAD, or parentless in a repository without commits —
     made through a private index, so no ref, index or file of the agent's changes."""
-    own = {
-        "GIT_INDEX_FILE": str(scratch / "snapshot-index"),
-        "GIT_CONFIG_GLOBAL": None,
-        "HOME": os.environ.get("HOME"),
-    }
+    own = {"GIT_INDEX_FILE": str(scratch / "snapshot-index"), **PERSONS_CONFIG}
     head = await _head(repo, git)
     await git.run(*repo.args, "read-tree", *(["HEAD"] if head else ["--empty"]), cwd=repo.top, extra_env=own)
     await git.run(*repo.args, "add", "-A", cwd=repo.top, extra_env=own)

@@ -30,7 +30,8 @@ _VERIFY = re.compile(r"^verify: `(.*)`$", re.MULTILINE)
 _REOPENED = re.compile(r"reopened before: (\d+)")
 _CANDIDATES = "\nCandidates held for your decision"
 _CANDIDATE = re.compile(r"^### (P\d+) — held candidate", re.MULTILINE)
-_DIFF_PATH = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+_FILES = re.compile(r"^files it changes:\n```text\n(.*?)\n?```", re.MULTILINE | re.DOTALL)
+_MESSAGE = re.compile(r"^- from [^\n]*:\n```text\n.*?```", re.MULTILINE | re.DOTALL)  # no ``` in a text
 _CHECKS = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|\.ci/|\.github/)")
 _HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
 
@@ -82,12 +83,17 @@ def answer_escalations(brief: str) -> Steps:
 
 
 def read_candidates(brief: str) -> list[tuple[str, list[str]]]:
-    """The held candidates of a brief, in order: each proposal's id and the paths its diff changes."""
+    """The held candidates of a brief, in order: each proposal's id and the paths its change touches
+    (`git diff --name-status`). The peers' messages are dropped first: their text may look like a
+    section of its own."""
+    brief = _MESSAGE.sub("", brief)
     heads = list(_CANDIDATE.finditer(brief))
     found = []
     for n, head in enumerate(heads):
         body = brief[head.end() : heads[n + 1].start() if n + 1 < len(heads) else len(brief)]
-        found.append((head.group(1), [m.group(1) for m in _DIFF_PATH.finditer(body)]))
+        files = _FILES.search(body)
+        lines = files.group(1).splitlines() if files else []
+        found.append((head.group(1), [line.split("\t")[-1] for line in lines if "\t" in line]))
     return found
 
 
