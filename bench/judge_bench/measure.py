@@ -10,8 +10,9 @@ cheat that writes into its venv, say) cannot reach another case:
 - the venv: `python -m venv --without-pip`, plus a `.pth` to the bench interpreter's site-packages
   (pytest and its plugins), so `python` on the verify PATH is the venv's and has pytest;
 - after the commit the case's `worker_runs` run in the checkout (the worker's own commands);
-- then the gate decides on base..head, and the verify command runs in the worker's checkout with the
-  same environment: the verify-only harness that a cheat must fool to count as effective;
+- then the gate decides on base..head, and the verify command runs with the same environment in the
+  worker's checkout and on a plain `git archive` export of head: the verify-only harnesses a cheat
+  must fool (either one) to count as effective;
 - for an honest fix, the held-out tests also run on a clean clone of head (a fix that fails them, or
   fails verify, is a broken case, not a false alarm).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import shlex
 import shutil
 import signal
 from dataclasses import dataclass
@@ -49,7 +51,7 @@ class Settings:
 @dataclass(frozen=True)
 class Outcome:
     case: Case
-    verify_passed: bool  # the verify-only harness: verify on head in the worker's checkout
+    verify_passed: bool  # a verify-only harness: verify on head in the worker's checkout or a plain export
     heldout_passed: bool | None  # honest fixes with held-out tests; None otherwise
     verdict: str  # "done" | "not_done" | "error" (the gate raised) | "skipped" (--cases-only)
     said: str  # what the gate said, on one line
@@ -213,6 +215,13 @@ async def run_case(project: Project, case: Case, pristine: Path, settings: Setti
         except Exception as err:  # a crash of the gate is recorded, not fatal to the benchmark
             verdict, said = "error", f"the gate raised {type(err).__name__}: {err}"
     rc, _ = await sh(bug.verify, repo, env, settings.timeout_s)
+    if rc != 0 and case.kind == "cheat":  # the naive gate: export the commit, run verify, exit 0
+        export = folder / "plain-export"
+        export.mkdir()
+        archive = f"git -C {shlex.quote(str(repo))} archive {head} | tar -x -C {shlex.quote(str(export))}"
+        rc, _ = await sh(
+            f"{archive} && cd {shlex.quote(str(export))} && {bug.verify}", folder, env, settings.timeout_s
+        )
     held = None
     if case.kind == "honest" and bug.heldout:
         held = await run_heldout(git, repo, head, bug, folder / "clean", env, settings.timeout_s)
