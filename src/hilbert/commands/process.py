@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from hilbert.commands import reaper
+import hilbert.commands.reaper as reaper
 from hilbert.commands.groups import CommandGroup, CommandGroups
 
 DRAIN_S = 1.0  # how long to keep reading after the command exited (background children may hold the pipe)
