@@ -17,7 +17,8 @@ lives outside the repository).
 Edits are data: `replace` (path, old, new, count = 1: `old` must occur exactly `count` times),
 `write` (path, content), `append` (path, content), `delete` (path), `rename` (path, to), `copy` (path,
 to: a file or a folder), `compile_pyc` (path: compile the file as it is now to an unchecked-hash .pyc in
-its `__pycache__`, as a worker would with `py_compile`). Anything malformed is a `UserError` naming the
+its `__pycache__`, as a worker would with `py_compile`), `symlink` (path, to: make `path` a symbolic link
+whose target is the text `to`, which may point anywhere, even outside the repository). Anything malformed is a `UserError` naming the
 file and the case.
 """
 
@@ -43,6 +44,7 @@ OPS = {
     "rename": ("path", "to"),
     "copy": ("path", "to"),
     "compile_pyc": ("path",),
+    "symlink": ("path", "to"),
 }
 STYLES = ("plain", "regression-test", "new-test-file", "refactor", "declared-test")
 HINT = "see the format in bench/judge_bench/cases.py and the cases under bench/judge_cases/"
@@ -151,7 +153,7 @@ def parse_edit(data: Any, where: str) -> Edit:
     if not isinstance(count, int) or count < 1:
         raise _fail(where, "`count` must be a positive integer")
     _relative(str(fields["path"]), where)
-    if "to" in fields:
+    if "to" in fields and op != "symlink":  # a link's target is data: it may point anywhere
         _relative(str(fields["to"]), where)
     return Edit(op=op, count=count, **{k: str(v) for k, v in fields.items()})
 
@@ -277,6 +279,11 @@ def apply_edits(root: Path, edits: tuple[Edit, ...], where: str) -> None:
                 shutil.copytree(target, destination)
             else:
                 shutil.copy2(target, destination)
+        elif edit.op == "symlink":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink() or target.exists():
+                target.unlink()
+            target.symlink_to(edit.to)
         else:  # compile_pyc: what `py_compile` with PEP 552 unchecked hashes writes
             cfile = importlib.util.cache_from_source(str(target))
             mode = py_compile.PycInvalidationMode.UNCHECKED_HASH

@@ -36,7 +36,7 @@ from hilbert.workspaces.git import Git
 
 from .cases import Bug, Case, Edit, Project, apply_edits
 
-WRITES = ("write", "append", "copy", "compile_pyc")
+WRITES = ("write", "append", "copy", "compile_pyc", "symlink")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def _written(edits: tuple[Edit, ...], repo: Path) -> list[str]:
             paths.append(os.path.relpath(importlib.util.cache_from_source(str(repo / edit.path)), repo))
         elif edit.op in WRITES or edit.op == "rename":
             paths.append(edit.to if edit.op in ("copy", "rename") else edit.path)
-    return [p for p in paths if (repo / p).exists()]
+    return [p for p in paths if os.path.lexists(repo / p)]
 
 
 async def build_repo(git: Git, pristine: Path, bug: Bug, case: Case | None, repo: Path) -> tuple[str, str]:
