@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: demo test soak lint typecheck install install-dev tools sandbox agentdojo clean test-user test-unprivileged
+.PHONY: demo test soak lint typecheck install install-dev tools sandbox faketime agentdojo clean test-user test-unprivileged
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,16 @@ sandbox:
 	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; } || \
 	  echo "note: bubblewrap is not installed (needs root and apt); hilbert will refuse workers' shell commands unless you pass --unsandboxed"
 
-demo: install sandbox
+# libfaketime moves the clock in the stop gate's differential runs; without it that part is skipped and
+# the gate's evidence says so.
+faketime:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q libfaketime >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libfaketime >/dev/null 2>&1; }; }; } || \
+	  echo "note: libfaketime is not installed (needs root and apt); the judge will not move the clock in its differential runs"
+
+demo: install sandbox faketime
 	$(BIN)/hilbert demo
 
 lint: install-dev
@@ -44,7 +53,7 @@ agentdojo: $(VENV)/.installed
 	@.venv-agentdojo/bin/python -c "import agentdojo" 2>/dev/null || \
 	  .venv-agentdojo/bin/pip install -q agentdojo==0.1.35 -e .
 
-test: install-dev tools sandbox agentdojo lint typecheck
+test: install-dev tools sandbox faketime agentdojo lint typecheck
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory test-unprivileged PYTEST_ARGS=-q; \
 	  else echo "make test: not run as root, so the suite above ran unprivileged already"; fi

@@ -18,8 +18,14 @@ Prints a table per technique (cheats, effective, caught, catch rate), the honest
 rate, one line per missed cheat / false alarm with what the gate said, and the figures as
 key=value on the last line:
 
-    projects=3 cases=.. cheats=.. effective=.. caught=.. catch_rate=.. honest=.. false_alarms=..
-    false_alarm_rate=.. ineffective=.. broken=.. bad_bugs=.. gated=yes wall_s=..
+    projects=3 cases=.. cheats=.. effective=.. caught=.. catch_rate=.. catch_ci95=lo-hi honest=..
+    false_alarms=.. false_alarm_rate=.. false_alarm_ci95=lo-hi perturbed_caught_alone=..
+    perturbed_false_alarms=../.. gate_s_per_call=.. ineffective=.. broken=.. bad_bugs=.. gated=yes wall_s=..
+
+The intervals are Wilson 95 % intervals. `perturbed_caught_alone`: cheats only the differential step
+caught; `perturbed_false_alarms`: honest fixes that step rejected, of those that reached it (its own
+false-alarm rate). The gate keeps its runs at a base in one cache folder for the whole bench, as a
+fleet does for the attempts on one base.
 
 Exit 0 whatever the rates (it measures, it does not assert); exit 2 with one line on bad input, a bad
 case file, or when an sdist is neither cached nor downloadable.
@@ -150,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(
             work=work.resolve(), site_packages=Path(sysconfig.get_paths()["purelib"]),
             python=sys.executable, timeout_s=args.timeout, gate=not args.cases_only,
+            gate_cache=work.resolve() / "gate-cache",
         )  # fmt: skip
         outcomes, checks = asyncio.run(measure(projects, cases, args.cache, settings, args.jobs))
     except (HilbertError, RuntimeError) as err:

@@ -31,7 +31,7 @@ from hilbert.errors import UserError  # noqa: E402
 from hilbert.workspaces.git import Git  # noqa: E402
 from judge_bench.cases import Case, Edit, apply_edits, load_project, taxonomy  # noqa: E402
 from judge_bench.measure import BugCheck, Outcome, Settings, run_case  # noqa: E402
-from judge_bench.report import figures, summarise, table  # noqa: E402
+from judge_bench.report import figures, interval, summarise, table, wilson  # noqa: E402
 from judge_bench.sdists import fetch_sdist, sha256_of  # noqa: E402
 
 TINY = ROOT / "tests" / "data" / "judge_bench" / "tinycalc"
@@ -280,8 +280,8 @@ def test_rates_count_only_effective_cheats_and_valid_fixes() -> None:
     assert summary.bad_bugs == ("p/c: verify passes on the base commit",)
     line = figures(summary, projects=1, wall_s=2.0)
     assert (
-        "cheats=4 effective=3 caught=1 catch_rate=0.333 honest=2 false_alarms=1 false_alarm_rate=0.500"
-        in line
+        "cheats=4 effective=3 caught=1 catch_rate=0.333 catch_ci95=0.061-0.792 honest=2 false_alarms=1 "
+        "false_alarm_rate=0.500 false_alarm_ci95=0.095-0.905" in line
     )
     markdown = table(summary, markdown=True)
     assert markdown[:2] == [
@@ -294,6 +294,30 @@ def test_rates_count_only_effective_cheats_and_valid_fixes() -> None:
         "| honest fixes | (rejected: false alarms) | 2 | — | 1 | 50% |",
         "| all cheats |  | 4 | 3 | 1 | 33% |",
     ]
+
+
+def test_the_figures_carry_wilson_intervals_and_the_differential_step_apart() -> None:
+    low, high = wilson(0, 52)
+    assert low == 0.0 and round(high, 3) == 0.069  # not 0 ± 0: an interval that means something at 0
+    assert interval(93, 104) == "0.820-0.940" and interval(0, 0) == "nan"
+
+    def gated(case_id: str, kind: str, verdict: str, failed: tuple[str, ...]) -> Outcome:
+        said = f"{verdict} (verify ok, perturbed {'FAILED' if 'perturbed' in failed else 'ok'})"
+        case = Case("p", "b", case_id, kind, "edit-a" if kind == "cheat" else "plain", "", ())
+        return Outcome(case, True, None, verdict, said, 1.0, failed, 0.5)
+
+    outcomes = [
+        gated("c1", "cheat", "not_done", ("perturbed",)),  # the differential step alone
+        gated("c2", "cheat", "not_done", ("verify", "integrity")),
+        gated("h1", "honest", "not_done", ("perturbed",)),  # its own false alarm
+        gated("h2", "honest", "done", ()),
+    ]
+    summary = summarise(outcomes, [], {"edit-a": "test edits"})
+    assert (summary.perturbed_alone, summary.perturbed_false_alarms, summary.perturbed_honest) == (1, 1, 2)
+    assert dict(summary.caught_by) == {"perturbed": 1, "verify": 1, "integrity": 1}
+    line = figures(summary, projects=1, wall_s=2.0)
+    assert "catch_ci95=0.342-1.000" in line and "false_alarm_ci95=0.095-0.905" in line
+    assert "perturbed_caught_alone=1 perturbed_false_alarms=1/2 gate_s_per_call=0.50" in line
 
 
 def test_the_bench_runs_the_gate_on_a_local_project(tiny: tuple[Path, Path], tmp_path: Path) -> None:

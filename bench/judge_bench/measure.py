@@ -46,6 +46,7 @@ class Settings:
     python: str  # the interpreter the venvs are made from
     timeout_s: float = 120.0
     gate: bool = True  # False: check the cases only (--cases-only)
+    gate_cache: Path | None = None  # where the gate keeps its runs at a base (shared by the cases of a bug)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class Outcome:
     verdict: str  # "done" | "not_done" | "error" (the gate raised) | "skipped" (--cases-only)
     said: str  # what the gate said, on one line
     seconds: float
+    failed: tuple[str, ...] = ()  # the gate's steps that failed
+    gate_s: float = 0.0  # the gate call alone
 
 
 @dataclass(frozen=True)
@@ -202,18 +205,21 @@ async def run_case(project: Project, case: Case, pristine: Path, settings: Setti
         if rc != 0:
             raise RuntimeError(f"{case.name}: worker_runs command failed (exit {rc}): {out[-300:]}")
     heldout = write_heldout(bug, folder / "heldout")
-    verdict, said = "skipped", ""
+    verdict, said, failed, gate_s = "skipped", "", (), 0.0
     if settings.gate:
         (folder / "scratch").mkdir()
+        gate_started = loop.time()
         try:
             result = await run_gate(
                 repo, base, head, verify=bug.verify, scratch=folder / "scratch", git=git,
                 runner=Runner.unsandboxed(env, timeouts=TimeoutSettings(verify_s=settings.timeout_s)),
-                heldout=heldout, allow=Allowances(test_edits=bug.allow),
+                heldout=heldout, allow=Allowances(test_edits=bug.allow), cache=settings.gate_cache,
             )  # fmt: skip
             verdict, said = result.verdict, gate_said(result)
+            failed = tuple(step.name for step in result.steps if not step.passed)
         except Exception as err:  # a crash of the gate is recorded, not fatal to the benchmark
             verdict, said = "error", f"the gate raised {type(err).__name__}: {err}"
+        gate_s = loop.time() - gate_started
     rc, _ = await sh(bug.verify, repo, env, settings.timeout_s)
     if rc != 0 and case.kind == "cheat":  # the naive gate: export the commit, run verify, exit 0
         export = folder / "plain-export"
@@ -225,4 +231,5 @@ async def run_case(project: Project, case: Case, pristine: Path, settings: Setti
     held = None
     if case.kind == "honest" and bug.heldout:
         held = await run_heldout(git, repo, head, bug, folder / "clean", env, settings.timeout_s)
-    return Outcome(case, rc == 0, held, verdict, " ".join(said.split()), loop.time() - started)
+    said = " ".join(said.split())
+    return Outcome(case, rc == 0, held, verdict, said, loop.time() - started, failed, gate_s)

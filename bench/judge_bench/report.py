@@ -10,6 +10,8 @@ and as rejecting a fix.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -36,6 +38,11 @@ class Summary:
     false_alarms: tuple[Outcome, ...]
     bad_bugs: tuple[str, ...]
     gated: bool
+    caught_by: tuple[tuple[str, int], ...] = ()  # step -> effective cheats whose gate run it failed
+    perturbed_alone: int = 0  # cheats only the differential (perturbed) step caught
+    perturbed_false_alarms: int = 0  # valid honest fixes the perturbed step failed
+    perturbed_honest: int = 0  # valid honest fixes that reached the perturbed step
+    gate_s: float = 0.0  # mean wall time of one gate call
 
     @property
     def effective(self) -> int:
@@ -48,6 +55,21 @@ class Summary:
 
 def rate(part: int, whole: int) -> str:
     return "—" if whole == 0 else f"{100 * part / whole:.0f}%"
+
+
+def wilson(part: int, whole: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval for part/whole (95 % by default): sound near 0 and 1, unlike p ± z·se."""
+    if whole == 0:
+        return (math.nan, math.nan)
+    p = part / whole
+    centre = (p + z * z / (2 * whole)) / (1 + z * z / whole)
+    half = z * math.sqrt(p * (1 - p) / whole + z * z / (4 * whole * whole)) / (1 + z * z / whole)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def interval(part: int, whole: int) -> str:
+    low, high = wilson(part, whole)
+    return "nan" if whole == 0 else f"{low:.3f}-{high:.3f}"
 
 
 def fraction(part: int, whole: int) -> str:
@@ -78,7 +100,16 @@ def summarise(outcomes: Iterable[Outcome], checks: Iterable[BugCheck], technique
             bad_bugs.append(f"{c.project}/{c.bug}: the held-out tests pass on the base commit")
         if c.broken == "test" and c.heldout_fails_on_base:
             bad_bugs.append(f"{c.project}/{c.bug}: the held-out tests fail on the (right) base product")
+    effective_cheats = [o for o in cheats if o.verify_passed and o.verdict == "not_done"]
+    caught_by = Counter(step for o in effective_cheats for step in o.failed)
+    reached = [o for o in valid if "perturbed" in o.said]
+    timed = [o.gate_s for o in outcomes if o.gate_s > 0]
     return Summary(
+        caught_by=tuple(sorted(caught_by.items(), key=lambda item: -item[1])),
+        perturbed_alone=sum(o.failed == ("perturbed",) for o in effective_cheats),
+        perturbed_false_alarms=sum("perturbed" in o.failed for o in valid),
+        perturbed_honest=len(reached),
+        gate_s=sum(timed) / len(timed) if timed else 0.0,
         rows=tuple(rows),
         honest=len(valid),
         rejected=sum(o.verdict != "done" for o in valid) if gated else 0,
@@ -131,6 +162,9 @@ def details(summary: Summary) -> list[str]:
     for o in summary.broken:
         why = "verify fails" if not o.verify_passed else "the held-out tests fail"
         lines.append(f"broken honest fix: {o.case.name} ({o.case.label}): {why}")
+    if summary.caught_by:
+        steps = ", ".join(f"{step} {count}" for step, count in summary.caught_by)
+        lines.append(f"caught cheats by failed step (a cheat may fail several): {steps}")
     return lines
 
 
@@ -143,9 +177,14 @@ def figures(summary: Summary, projects: int, wall_s: float) -> str:
         "effective": summary.effective,
         "caught": summary.caught,
         "catch_rate": fraction(summary.caught, summary.effective) if summary.gated else "nan",
+        "catch_ci95": interval(summary.caught, summary.effective) if summary.gated else "nan",
         "honest": summary.honest,
         "false_alarms": summary.rejected,
         "false_alarm_rate": fraction(summary.rejected, summary.honest) if summary.gated else "nan",
+        "false_alarm_ci95": interval(summary.rejected, summary.honest) if summary.gated else "nan",
+        "perturbed_caught_alone": summary.perturbed_alone,
+        "perturbed_false_alarms": f"{summary.perturbed_false_alarms}/{summary.perturbed_honest}",
+        "gate_s_per_call": f"{summary.gate_s:.2f}",
         "ineffective": len(summary.ineffective),
         "broken": len(summary.broken),
         "bad_bugs": len(summary.bad_bugs),

@@ -81,6 +81,7 @@ class Project:
         """Commit `files` on top of the first commit; put it into the integration repo at `ref`."""
         await self.git.run("checkout", "-q", "-B", name, "base", cwd=self.work)
         for path, text in files.items():
+            (self.work / path).parent.mkdir(parents=True, exist_ok=True)
             (self.work / path).write_text(text)
         await self.git.run("add", "-A", cwd=self.work)
         await self.git.run("commit", "-q", "-m", name, cwd=self.work)
@@ -277,36 +278,41 @@ def test_a_check_that_hangs_is_killed_and_its_candidate_rejected(tmp_path: Path)
     asyncio.run(scenario())
 
 
-PYTEST_LIKE = """\
+PYTEST_SUITE = """\
 import importlib, pathlib, sys
+
+import pytest
+
 sys.path.insert(0, "src")
 if pathlib.Path("src/broken_collection.py").exists():
-    print("ERROR src/broken_collection.py"); sys.exit(2)
-bad = [p.stem for p in sorted(pathlib.Path("src").glob("*.py")) if not importlib.import_module(p.stem).ok()]
-for name in bad:
-    print(f"FAILED tests/test_{name}.py::test_ok - assert False")
-print(f"{len(bad)} failed, 1 passed in 0.01s" if bad else "1 passed in 0.01s")
-sys.exit(1 if bad else 0)
+    raise ImportError("a collection error")
+
+
+@pytest.mark.parametrize("name", [p.stem for p in sorted(pathlib.Path("src").glob("*.py"))])
+def test_ok(name):
+    assert importlib.import_module(name).ok()
 """
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["pytest", "make-check"])
 def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path, wrapped: bool) -> None:
     """The tip already fails (`legacy`); a candidate that fixes nothing but breaks nothing lands, one
-    that adds a failure is rejected, and an interrupted run (exit 2) never passes as 'no new failures'.
+    that adds a failure is rejected (also when its conftest forces the exit status to 0), and an
+    interrupted run (exit 2) never passes as 'no new failures'.
     The same holds when the tests run through a wrapper that exits 2 on any failure (`make check`)."""
 
     async def scenario() -> None:
         p = await make_project(tmp_path)
         await p.commit(
             "red",
-            {"check.py": PYTEST_LIKE, "src/legacy.py": "def ok():\n    return False\n"},
+            {"tests/test_all.py": PYTEST_SUITE, "src/legacy.py": "def ok():\n    return False\n"},
             "refs/heads/main",
         )
         await p.git.run("branch", "-f", "base", "red", cwd=p.work)
         runs = tmp_path / "suite-runs.log"
         queue = p.queue(
-            test_command=f"echo run >> {runs} && {PY} check.py" + (" || exit 2" if wrapped else "")
+            test_command=f"echo run >> {runs} && {PY} -m pytest -q -p no:cacheprovider tests"
+            + (" || exit 2" if wrapped else "")
         )
         queue.submit(await p.candidate("harmless"))
         assert by_task(await queue.process())["harmless"].kind == "merged"
@@ -316,11 +322,15 @@ def test_on_a_red_tip_the_bar_is_no_new_failures(tmp_path: Path, wrapped: bool) 
             await p.candidate("collect", extra={"src/broken_collection.py": "def ok():\n    return True\n"})
         )
         assert by_task(await queue.process())["collect"].kind == "rejected"
+        # a conftest that turns the exit status into 0 hides nothing: the outcomes are the judge's own
+        exit_zero = {"conftest.py": "def pytest_sessionfinish(session):\n    session.exitstatus = 0\n"}
+        queue.submit(await p.candidate("zero", good=False, extra=exit_zero))
+        assert by_task(await queue.process())["zero"].kind == "rejected"
         baseline = [data for kind, data in p.events if kind == "merge_checks_baseline"]
-        assert [d["still_failing"] for d in baseline] == [["tests/test_legacy.py::test_ok"]]
+        assert [d["still_failing"] for d in baseline] == [["tests/test_all.py::test_ok[legacy]"]]
         # the suite ran on the red tip once (harmless's baseline); the tip harmless made was already
         # measured, so the later batches ran it only on their builds (each failure confirmed once)
-        assert runs.read_text().count("run") == 2 + 2 + 2
+        assert runs.read_text().count("run") == 2 + 2 + 2 + 2
 
     asyncio.run(scenario())
 

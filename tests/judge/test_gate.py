@@ -59,6 +59,7 @@ def test_an_honest_fix_passes_every_step(tmp_path: Path) -> None:
         ("verify", True),
         ("integrity", True),
         ("heldout", True),
+        ("perturbed", True),
     ]
     assert describe(result)[-1] == f"  SKIP model: {NO_MODEL}"  # said to be skipped, not faked
 

@@ -226,6 +226,12 @@ class Runner:
         process kills what its commands left running with `hilbert.commands.leftovers.kill_marked`."""
         return dataclasses.replace(self, mark=mark)
 
+    def with_env(self, env: Mapping[str, str], *, drop: tuple[str, ...] = ()) -> Runner:
+        """This runner with `env` set over its environment and the names in `drop` removed (scrubbed
+        as ever: no secret gets in this way either)."""
+        merged = {k: v for k, v in self.env.items() if k not in drop}
+        return dataclasses.replace(self, env={**merged, **env})
+
     def hiding(self, *folders: Path) -> Runner:
         """This runner with `folders` hidden from its commands too."""
         return dataclasses.replace(self, sandbox=self.sandbox.hiding(*folders))

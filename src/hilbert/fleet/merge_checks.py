@@ -4,7 +4,10 @@ runs the checks there.
 `Scratch(tree, runner)`: `build(base, candidates)` resets the tree (`hilbert.workspaces.integration.
 MergeTree`) to `base` and merges each candidate with `merge --no-ff`, in order; a candidate that conflicts
 is recorded with the conflicting hunks, and the next one goes on. `run(command)` runs one shell command
-in the tree through the run's `Runner` (its sandbox, only the tree writable; `timeouts.merge_s`).
+in the tree through the run's `Runner` (its sandbox, only the tree writable; `timeouts.merge_s`), with
+the judge's reporter gathering pytest's outcomes itself (`hilbert.judge.testruns`): which tests failed
+is read from there, never from the output, and a run whose pytest reported a failure or ended without
+its end-of-session record fails even if a conftest turned the exit status into 0.
 
 What must not live here: deciding what to batch, bisect, accept or reject (that is `merge_queue`), git
 (that is `hilbert.workspaces.integration`), and moving the integration branch.
@@ -12,14 +15,14 @@ What must not live here: deciding what to batch, bisect, accept or reject (that 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from hilbert.commands import Output, Runner, merge_timeout
+from hilbert.judge.testruns import Controls, run_tests
 from hilbert.workspaces.integration import MergeTree
 
 OUTPUT_CAP = 20_000
-WHOLE_OUTPUT = 8_000_000  # bytes kept at each end: a test run's FAILED lines are read from all of it
+WHOLE_OUTPUT = 400_000  # bytes kept at each end before the output is capped
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,19 @@ class CommandRun:
     returncode: int
     output: str
     timed_out: bool
-    failures: frozenset[str] = frozenset()  # test ids a pytest-style runner reported FAILED / ERROR
+    failures: frozenset[str] = frozenset()  # test ids pytest's reporter saw fail (a phase raised)
+    gathered: bool = False  # a pytest session reported its outcomes
+    finished: bool = False  # ... and every session that started recorded its end
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        reported = not self.gathered or (self.finished and not self.failures)
+        return self.returncode == 0 and not self.timed_out and reported
+
+    @property
+    def ran_to_the_end(self) -> bool:
+        """pytest ran every session to its end and named the tests that failed."""
+        return self.gathered and self.finished and not self.timed_out
 
 
 class Scratch:
@@ -97,21 +108,27 @@ class Scratch:
 
     async def run(self, command: str) -> CommandRun:
         """Run `bash -c command` in the scratch tree (`timeouts.merge_s`)."""
-        done = await self.runner.run(
+        run = await run_tests(
+            self.runner,
             command,
-            root=self.path,
+            self.path,
+            Controls(),
             timeout=merge_timeout(self.runner.timeouts),
             output=Output(WHOLE_OUTPUT, lambda: None),
         )
-        text = done.text(self.path)
-        failures = frozenset(_FAILURE_LINE.findall(text))  # from the whole output, before it is capped
-        code = done.exit_code if done.exit_code is not None else -1
-        return CommandRun(
-            command=command, returncode=code, output=_cap(text), timed_out=done.timed_out, failures=failures
+        done, outcomes = run.ran, run.outcomes
+        failures = frozenset(
+            n for n, o in (outcomes.outcomes.items() if outcomes else ()) if o in ("failed", "incomplete")
         )
-
-
-_FAILURE_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+        return CommandRun(
+            command=command,
+            returncode=done.exit_code if done.exit_code is not None else -1,
+            output=_cap(done.text(self.path)),
+            timed_out=done.timed_out,
+            failures=failures,
+            gathered=outcomes is not None,
+            finished=outcomes is not None and outcomes.finished,
+        )
 
 
 def _cap(text: str) -> str:

@@ -42,7 +42,6 @@ the branch is logged before it happens (`merge_landing`) and after (`merged`, on
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,7 +56,6 @@ from hilbert.workspaces.integration import Integration
 __all__ = ["Candidate", "MergeQueue", "Outcome"]
 
 # pytest's last line when tests failed and the run went to the end: "2 failed, 29 passed in 0.22s"
-_FAILED_SUMMARY = re.compile(r"^=*\s*\d+ failed\b.* in [\d.]+s\b", re.MULTILINE)
 
 OutcomeKind = Literal["merged", "conflict", "rejected", "requeued"]
 
@@ -302,18 +300,16 @@ class MergeQueue:
     async def _no_new_failures(self, build: Build, run: CommandRun) -> bool:
         """A project whose tests already fail on the integration tip (a fleet is often there to fix them)
         cannot demand a green suite from each merge: the bar is *no new failures*. That needs a test
-        runner that names its failures (pytest's `FAILED id` / `ERROR id` lines, read from the whole
-        output) and that ran to the end (exit 1: tests failed; not 2+: interrupted, collection errors,
-        usage — unless a wrapper such as `make check` turned pytest's 1 into its own code, and the output
-        ends with pytest's summary of failed tests). With any other runner or outcome, or when the tip is
-        green, the command must pass."""
+        runner whose failures the judge's reporter saw, test by test, in sessions that all ran to their
+        end (`CommandRun.ran_to_the_end`: pytest, also under a wrapper such as `make check`). With any
+        other runner or outcome, or when the tip is green, the command must pass."""
         failing = run.failures
-        if not failing or not _ran_to_the_end(run):
+        if not failing or not run.ran_to_the_end:
             return False
         if build.base not in self._baselines:
             await self._scratch.reset(build.base)
             baseline = await self._scratch.run(self.test_command)
-            usable = _ran_to_the_end(baseline) and baseline.failures
+            usable = baseline.ran_to_the_end and baseline.failures
             self._baselines[build.base] = baseline.failures if usable else None
             await self._scratch.reset(build.commit)
         before = self._baselines[build.base]
@@ -352,12 +348,3 @@ class MergeQueue:
 
 def _ids(candidates: list[Candidate] | tuple[Candidate, ...]) -> list[str]:
     return [c.task_id for c in candidates]
-
-
-def _ran_to_the_end(run: CommandRun) -> bool:
-    """The tests ran to the end and some failed: pytest's exit 1, or a wrapper's failure (make exits 2)
-    over output whose summary says tests failed and that was not interrupted."""
-    if run.timed_out or run.returncode <= 0:
-        return False
-    summary = _FAILED_SUMMARY.search(run.output)
-    return run.returncode == 1 or (summary is not None and "Interrupted" not in run.output)

@@ -184,6 +184,7 @@ class StopGate(Policy):
                     on_step=recorded,
                     on_wait=running,
                     left_out=left_out,
+                    cache=self.scratch / "cache",  # runs at a base, shared by every attempt on it
                 )
         except TimeoutError:  # a step hung past the gate's own limit: not a verdict on the work
             step = Step("gate", False, f"the stop gate ran past timeouts.gate_s = {self.gate_timeout_s:g} s")

@@ -23,18 +23,16 @@ event). Nothing here writes outside `scratch`.
 
 from __future__ import annotations
 
-import asyncio
-import shlex
-import shutil
-import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hilbert.commands import Output, Runner, verify_timeout
-from hilbert.judge.change import Allowances, FileChange, change_between, is_test_path
+from hilbert.commands import Runner
+from hilbert.judge.change import Allowances, change_between, is_test_path
 from hilbert.judge.evidence import Step
+from hilbert.judge.gate_steps import Steps, heldout_command, infrastructure, new_test_files
 from hilbert.judge.integrity import integrity_findings, left_out_findings
+from hilbert.judge.perturb import Perturbation
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
 from hilbert.models.types import Model
 from hilbert.workspaces.git import Git
@@ -112,6 +110,8 @@ async def run_gate(
     on_step: Callable[[Step], None] = lambda step: None,
     on_wait: Callable[[str, float], None] | None = None,
     left_out: Sequence[str] = (),
+    cache: Path | None = None,
+    perturbation: Perturbation | None = None,
 ) -> GateResult:
     """The gate for `head` against `base` in the git repository `repo`: the evidence steps, then the
     judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Every command
@@ -121,8 +121,21 @@ async def run_gate(
     `.git` entry) is refused on the integrity step alone: no command runs on it. `left_out`: the nested
     repositories the harness's commit left out of `head`; they are not in the change, so they are named
     in the integrity step (and in any send-back) but refuse nothing by themselves: a worker that keeps a
-    clone for reference can still finish, and a fix that lives in one fails its checks without it."""
-    steps_runner = _Steps(Path(repo), Path(scratch), git, runner, on_wait)
+    clone for reference can still finish, and a fix that lives in one fails its checks without it.
+    `cache`: a folder where runs at `base` are kept for later calls on the same base; `perturbation`:
+    the differential step's conditions (drawn from a fresh secret seed when not given)."""
+    allowed = allow or Allowances()
+    steps_runner = Steps(
+        Path(repo),
+        Path(scratch),
+        git,
+        runner,
+        on_wait,
+        base=base,
+        head=head,
+        cache=cache,
+        perturbation=perturbation,
+    )
     steps: list[Step] = []
 
     def done(step: Step) -> None:
@@ -130,114 +143,43 @@ async def run_gate(
         on_step(step)
 
     change = await change_between(Path(repo), base, head, git)
-    findings = integrity_findings(change, verify=verify, allow=allow or Allowances())
+    findings = integrity_findings(change, verify=verify, allow=allowed)
     noted = tuple(str(f) for f in left_out_findings(left_out))
+    refusing = [f for f in findings if getattr(f, "blocking", True)]
     integrity = Step(
         "integrity",
-        not findings,
-        f"{len(findings)} finding(s)" if findings else "no check saw tampering",
+        not refusing,
+        f"{len(refusing)} finding(s)" if refusing else "no check saw tampering",
         tuple(str(f) for f in findings) + noted,
-        found=tuple((f.check, f.path) for f in findings),
+        found=tuple((f.check, f.path) for f in refusing),
     )
     if any(f.check == "nested_repository" for f in findings):  # refused: nothing of it is run
         done(integrity)
         return decide(tuple(steps), None)
-    done(await steps_runner.verify(head, verify))
+    done(await steps_runner.verify(verify, allowed))
     done(integrity)
     touched = [f for f in change.files if f.old_path or f.status in ("modified", "deleted", "renamed")]
-    allowed = allow or Allowances()
     restored = [  # the tests the task says are wrong are not put back: they would fail by design
         f for f in touched if is_test_path(f.old_path or f.path) and not allowed.allows(f.old_path or f.path)
     ]
     if restored:
-        done(await steps_runner.restored(base, head, verify, restored))
+        done(await steps_runner.restored(verify, restored, allowed))
+    infra = infrastructure(change.files)
+    if infra:
+        done(await steps_runner.without_infrastructure(verify, infra, new_test_files(change.files), allowed))
     if heldout is not None:
-        done(await steps_runner.heldout(head, heldout))
+        done(await steps_runner.heldout(heldout, verify))
+    if all(step.passed for step in steps):  # a differential run only for what every other check let through
+        commands: dict[str, Path | None] = {verify: None}
+        if heldout is not None:
+            commands[heldout_command(heldout)] = heldout
+        done(await steps_runner.perturbed(commands, verify))
     opinion = None
     if judge is not None:
         opinion = await ask_judge(judge, JudgeBrief(task or f"Make `{verify}` pass.", claim, steps, change))
         passed = opinion.verdict == "done"
         done(Step("model", passed, opinion.summary()))
     return decide(tuple(steps), opinion)
-
-
-class _Steps:
-    def __init__(
-        self,
-        repo: Path,
-        scratch: Path,
-        git: Git,
-        runner: Runner,
-        on_wait: Callable[[str, float], None] | None,
-    ) -> None:
-        self.repo, self.scratch, self.git, self.runner, self.on_wait = repo, scratch, git, runner, on_wait
-        self.exports = 0
-
-    async def verify(self, head: str, command: str) -> Step:
-        tree = await self.export(head)
-        return await self.run("verify", command, tree)
-
-    async def restored(self, base: str, head: str, command: str, files: list[FileChange]) -> Step:
-        """The verify run again with the tests the change edited or removed put back as at `base`."""
-        tree = await self.export(head)
-        for changed in files:
-            old = changed.old_path or changed.path
-            if changed.old_text is None:
-                continue  # binary: cannot be put back as text
-            if changed.status == "renamed":
-                (tree / changed.path).unlink(missing_ok=True)
-            (tree / old).parent.mkdir(parents=True, exist_ok=True)
-            (tree / old).write_text(changed.old_text)
-        step = await self.run("tests_restored", command, tree)
-        names = ", ".join(f.old_path or f.path for f in files)
-        return Step(step.name, step.passed, f"{step.summary} with the original {names}", output=step.output)
-
-    async def heldout(self, head: str, folder: Path) -> Step:
-        """The held-out tests, copied into a fresh export and named one by one (so the project's own
-        pytest configuration cannot leave them uncollected; none collected is a failure). The summary
-        names no file and quotes nothing: the worker is told only that held-out tests failed."""
-        tests = sorted(
-            p
-            for p in Path(folder).rglob("*.py")
-            if p.is_file() and p.name not in ("conftest.py", "__init__.py")
-        )
-        if not tests:
-            return Step("heldout", False, "no held-out tests to run")
-        tree = await self.export(head)
-        target = tree / ".hilbert-heldout"
-        await asyncio.to_thread(shutil.copytree, folder, target)
-        names = " ".join(shlex.quote(str(target.relative_to(tree) / p.relative_to(folder))) for p in tests)
-        step = await self.run("heldout", f"python -m pytest -q -p no:cacheprovider {names}", tree)
-        summary = "the held-out tests pass" if step.passed else "held-out tests the worker never saw fail"
-        return Step("heldout", step.passed, summary, output=step.output)
-
-    async def export(self, commit: str) -> Path:
-        self.exports += 1
-        tree = self.scratch / f"export-{self.exports}"
-        tree.mkdir(parents=True)
-        archive = self.scratch / f"export-{self.exports}.tar"
-        await self.git.run("archive", "--format=tar", f"--output={archive}", commit, cwd=self.repo)
-        try:
-            await asyncio.to_thread(_extract, archive, tree)
-        finally:
-            archive.unlink(missing_ok=True)
-        return tree
-
-    async def run(self, name: str, command: str, tree: Path) -> Step:
-        on_wait = self.on_wait
-        done = await self.runner.run(
-            command,
-            root=tree,
-            timeout=verify_timeout(self.runner.timeouts),
-            output=Output(3000, lambda: None),
-            on_wait=(lambda elapsed: on_wait(name, elapsed)) if on_wait else None,
-        )
-        return Step(name, done.ok, f"`{command}` → {done.status()}", output=done.text(tree))
-
-
-def _extract(archive: Path, dest: Path) -> None:
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")
 
 
 def describe(result: GateResult) -> list[str]:

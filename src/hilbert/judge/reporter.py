@@ -1,0 +1,156 @@
+"""The stop gate's pytest reporter: what ran, and how each test came out, written by the judge's own plugin.
+
+This file is copied next to the tree under test and loaded by every pytest the verify command starts
+(`PYTEST_ADDOPTS=-p hilbert_gate_reporter`, the folder on `PYTHONPATH`; see `hilbert.judge.testruns`).
+It uses nothing but the standard library and pytest, because it runs in the project's interpreter.
+
+It appends JSON lines to `$HILBERT_GATE_RECORDS/<pid>.jsonl`:
+
+- `start`: the rootdir, the ini file and the plugins pytest loaded from entry points (module names);
+- `collected`: every node id collected, after every other hook changed the list;
+- `report`: per test and phase (setup, call, teardown) the outcome **read from the raw call info** in
+  the innermost `pytest_runtest_makereport` wrapper — a conftest's wrapper that rewrites the report
+  afterwards does not change what is recorded here;
+- `finish`: the session's end, with pytest's exit status. A process that dies before (an `os._exit`
+  under test) leaves no `finish` record: the judge counts that as a failure.
+
+Controls, read once at import (`-p` imports this module before any conftest) and then removed
+from `os.environ` so the product does not see them: `HILBERT_GATE_COLLECT_ONLY` (collect, record, run
+nothing), `HILBERT_GATE_ORDER` (a seed: the tests run in a shuffled order), `HILBERT_GATE_HIDE` (hide
+`PYTEST_CURRENT_TEST` from the code under test and give it a neutral `sys.argv`), `HILBERT_GATE_SLEEP`
+(libfaketime moves the clock: `time.sleep` by `select`), `HILBERT_GATE_RESTORE` (the variables the
+judge set, as they were, put back at configure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import sys
+import time
+from typing import Any
+
+import pytest
+
+CONTROLS = (
+    "HILBERT_GATE_RESTORE",
+    "HILBERT_GATE_RECORDS",
+    "HILBERT_GATE_COLLECT_ONLY",
+    "HILBERT_GATE_ORDER",
+    "HILBERT_GATE_HIDE",
+    "HILBERT_GATE_SLEEP",
+)
+_settings = {name: os.environ.pop(name, "") for name in CONTROLS}
+
+
+def _sleep(seconds: float) -> None:
+    """time.sleep by select(): under libfaketime with the monotonic clock left alone, the
+    interpreter's own sleep (an absolute clock_nanosleep) fails with EINVAL."""
+    if seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        select.select([], [], [], left)
+
+
+if _settings["HILBERT_GATE_SLEEP"]:
+    time.sleep = _sleep  # type: ignore[assignment]
+_out: Any = None
+
+
+def _record(kind: str, **fields: Any) -> None:
+    global _out
+    if not _settings["HILBERT_GATE_RECORDS"]:
+        return
+    if _out is None:
+        path = os.path.join(_settings["HILBERT_GATE_RECORDS"], f"{os.getpid()}.jsonl")
+        _out = open(path, "a", buffering=1)  # noqa: SIM115 - one line per record, kept open for the session
+    _out.write(json.dumps({"kind": kind, **fields}) + "\n")
+    _out.flush()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, value in json.loads(_settings["HILBERT_GATE_RESTORE"] or "{}").items():
+        # PYTEST_ADDOPTS and the like as they were before the judge set them (pytest has read them by
+        # now), for the code under test and any pytest a test starts
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    plugins = sorted(
+        {getattr(plugin, "__name__", "") for plugin, _dist in config.pluginmanager.list_plugin_distinfo()}
+        - {""}
+    )
+    _record(
+        "start",
+        rootdir=str(config.rootpath),
+        inifile=str(config.inipath) if config.inipath else None,
+        plugins=plugins,
+        invocation=str(config.invocation_params.dir),
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _settings["HILBERT_GATE_ORDER"]:
+        random.Random(_settings["HILBERT_GATE_ORDER"]).shuffle(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _record("collected", nodeids=[item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    if _settings["HILBERT_GATE_COLLECT_ONLY"]:
+        return True  # the loop is "done": nothing runs
+    return None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    if _settings["HILBERT_GATE_HIDE"]:
+        os.environ.pop("PYTEST_CURRENT_TEST", None)
+        saved, sys.argv = sys.argv, ["python"]
+        try:
+            return (yield)
+        finally:
+            sys.argv = saved
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    _record("report", nodeid=item.nodeid, when=call.when, outcome=_raw_outcome(item, call))
+    return report
+
+
+def _raw_outcome(item: pytest.Item, call: pytest.CallInfo[None]) -> str:
+    """passed, failed, skipped, xfailed or xpassed, from the exception the phase raised (if any)."""
+    xfail = item.get_closest_marker("xfail")
+    excinfo = call.excinfo
+    if excinfo is None:
+        if call.when == "call" and xfail is not None and _xfail_applies(item, xfail):
+            return "xpassed"
+        return "passed"
+    if excinfo.errisinstance(pytest.skip.Exception):
+        return "skipped"
+    if excinfo.errisinstance(pytest.xfail.Exception):
+        return "xfailed"
+    if call.when == "call" and xfail is not None and _xfail_applies(item, xfail):
+        return "xfailed"
+    return "failed"
+
+
+def _xfail_applies(item: pytest.Item, mark: pytest.Mark) -> bool:
+    condition = mark.args[0] if mark.args else mark.kwargs.get("condition", True)
+    if isinstance(condition, str):
+        return True  # evaluated by pytest; an xfail with a condition string counts as expected to fail
+    return bool(condition)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _record("finish", exitstatus=int(exitstatus))

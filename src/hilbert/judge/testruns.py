@@ -1,0 +1,231 @@
+"""Test runs whose outcomes the judge gathers itself, not from the runner's exit status.
+
+`run_tests(runner, command, tree, controls)` runs a command (the task's verify, the held-out tests, a
+merge check) through the one command runner, with the judge's pytest reporter
+(`hilbert.judge.reporter`) reaching every pytest it starts: the reporter's folder goes first on
+`PYTHONPATH`, `-p hilbert_gate_reporter` into `PYTEST_ADDOPTS`. It returns the `Ran` and the
+`Outcomes` (None when no pytest started: the command is judged on its exit status only, and the
+evidence says so).
+
+`Controls` are how the judge makes the base commit the reference for how tests run: the base's pytest
+configuration written as one ini file (`-c`, with `--rootdir` as the base had it), plugin autoload off
+with the base's entry-point plugins loaded by name, a shuffled order, the runner's variables hidden,
+collection only, and any extra environment (the perturbations of `hilbert.judge.perturb`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shlex
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hilbert.commands import Output, Ran, Runner, Timeout
+
+REPORTER = Path(__file__).with_name("reporter.py")
+PLUGIN = "hilbert_gate_reporter"
+PASSING = frozenset({"passed"})
+
+
+@dataclass(frozen=True)
+class Controls:
+    """How one test run is steered. `ini`: the text of the pytest configuration to impose (None: the
+    tree's own); `rootdir`: relative to the tree; `plugins`: None lets pytest autoload entry-point
+    plugins, a tuple turns autoload off and loads these modules by name."""
+
+    collect_only: bool = False
+    order: str = ""
+    hide: bool = False
+    ini: str | None = None
+    rootdir: str | None = None
+    plugins: tuple[str, ...] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
+    exported: Mapping[str, str] = field(default_factory=dict)  # set by the command's shell, for its children
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """What the reporter saw: every node id collected (in every session the command started), each
+    test's outcome (passed, failed, skipped, xfailed, xpassed, or incomplete: it started and never
+    ended), whether every session that started also finished, and the base-reference facts (rootdir
+    and ini file relative to the tree, entry-point plugins)."""
+
+    collected: tuple[str, ...]
+    outcomes: Mapping[str, str]
+    finished: bool
+    sessions: int
+    rootdir: str | None = None
+    inifile: str | None = None
+    plugins: tuple[str, ...] = ()
+
+    def outcome(self, nodeid: str) -> str:
+        return self.outcomes.get(nodeid, "not run")
+
+    def not_passing(self, nodeids: Iterable[str]) -> dict[str, str]:
+        return {n: self.outcome(n) for n in nodeids if self.outcome(n) not in PASSING}
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "collected": list(self.collected),
+            "outcomes": dict(self.outcomes),
+            "finished": self.finished,
+            "sessions": self.sessions,
+            "rootdir": self.rootdir,
+            "inifile": self.inifile,
+            "plugins": list(self.plugins),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Outcomes:
+        return cls(
+            tuple(data["collected"]),  # type: ignore[arg-type]
+            dict(data["outcomes"]),  # type: ignore[call-overload]
+            bool(data["finished"]),
+            int(data["sessions"]),  # type: ignore[call-overload]
+            data.get("rootdir"),  # type: ignore[arg-type]
+            data.get("inifile"),  # type: ignore[arg-type]
+            tuple(data.get("plugins") or ()),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class TestRun:
+    ran: Ran
+    outcomes: Outcomes | None  # None: no pytest started — exit status only
+
+    @property
+    def exit_status_only(self) -> bool:
+        return self.outcomes is None
+
+
+async def run_tests(
+    runner: Runner,
+    command: str,
+    tree: Path,
+    controls: Controls,
+    *,
+    timeout: Timeout,
+    output: Output | None = None,
+    on_wait: Callable[[float], None] | None = None,
+) -> TestRun:
+    """Run `command` in `tree` with the reporter and `controls`; the reporter's files are removed
+    after, so the tree is left as the command left it."""
+    folder = tree / f".hilbert-gate-{secrets.token_hex(6)}"
+    records = folder / "records"
+    records.mkdir(parents=True)
+    shutil.copyfile(REPORTER, folder / f"{PLUGIN}.py")
+    env = _environment(runner.env, controls, folder, records, tree)
+    if controls.exported:
+        command = "".join(f"export {k}={shlex.quote(v)}; " for k, v in controls.exported.items()) + command
+    try:
+        ran = await runner.with_env(env, drop=controls.drop).run(
+            command, root=tree, timeout=timeout, output=output or Output(3000, lambda: None), on_wait=on_wait
+        )
+        outcomes = await asyncio.to_thread(read_records, records, tree)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+    return TestRun(ran, outcomes)
+
+
+def _environment(
+    base: Mapping[str, str], controls: Controls, folder: Path, records: Path, tree: Path
+) -> dict[str, str]:
+    options = ["-p", PLUGIN]
+    restore: dict[str, str | None] = {"PYTEST_ADDOPTS": base.get("PYTEST_ADDOPTS")}
+    env = {**controls.env}
+    if controls.ini is not None:
+        ini = folder / "pytest.ini"
+        ini.write_text(controls.ini)
+        rootdir = (tree / (controls.rootdir or ".")).resolve()
+        options += ["-c", str(ini), f"--rootdir={rootdir}", f"--confcutdir={rootdir}"]
+    if controls.plugins is not None:
+        restore["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = base.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        for plugin in controls.plugins:
+            options += ["-p", plugin]
+        if controls.plugins:  # pytest imported them to find their entry points: do not warn about it
+            options += ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    restore["PYTHONPATH"] = base.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), base.get("PYTHONPATH", "")) if p)
+    env["PYTEST_ADDOPTS"] = " ".join([*map(shlex.quote, options), base.get("PYTEST_ADDOPTS", "")]).strip()
+    env["HILBERT_GATE_RECORDS"] = str(records)
+    env["HILBERT_GATE_RESTORE"] = json.dumps(restore)
+    if controls.collect_only:
+        env["HILBERT_GATE_COLLECT_ONLY"] = "1"
+    if controls.order:
+        env["HILBERT_GATE_ORDER"] = controls.order
+    if controls.hide:
+        env["HILBERT_GATE_HIDE"] = "1"
+    return env
+
+
+def read_records(records: Path, tree: Path) -> Outcomes | None:
+    """The reporter's files merged: None when no session started."""
+    collected: list[str] = []
+    phases: dict[str, dict[str, str]] = {}
+    sessions = finished = 0
+    rootdir = inifile = None
+    plugins: set[str] = set()
+    for path in sorted(records.glob("*.jsonl")):
+        started = ended = False
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a torn last line of a killed process
+            kind = record.get("kind") if isinstance(record, dict) else None
+            if kind == "start" and not started:
+                started = True
+                sessions += 1
+                if rootdir is None:
+                    rootdir = _relative(record.get("rootdir"), tree)
+                    inifile = _relative(record.get("inifile"), tree)
+                plugins.update(p for p in record.get("plugins") or () if isinstance(p, str))
+            elif kind == "collected":
+                collected += [n for n in record.get("nodeids") or () if isinstance(n, str)]
+            elif kind == "report" and isinstance(record.get("nodeid"), str):
+                phases.setdefault(record["nodeid"], {})[str(record.get("when"))] = str(record.get("outcome"))
+            elif kind == "finish":
+                ended = True
+        finished += started and ended
+    if not sessions:
+        return None
+    outcomes = {nodeid: _overall(seen) for nodeid, seen in phases.items()}
+    return Outcomes(
+        tuple(dict.fromkeys(collected)),
+        outcomes,
+        finished == sessions,
+        sessions,
+        rootdir,
+        inifile,
+        tuple(sorted(plugins)),
+    )
+
+
+def _overall(phases: Mapping[str, str]) -> str:
+    values = phases.values()
+    if "failed" in values:
+        return "failed"
+    if "skipped" in values:
+        return "skipped"
+    if "call" not in phases or "teardown" not in phases:
+        return "incomplete"
+    return phases["call"]
+
+
+def _relative(path: object, tree: Path) -> str | None:
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(tree.resolve()))
+    except ValueError:
+        return None  # outside the tree: not something the base can impose
+
+
+__all__ = ["Controls", "Outcomes", "TestRun", "read_records", "run_tests"]
