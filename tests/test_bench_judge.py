@@ -151,6 +151,7 @@ def test_the_taxonomy_has_six_groups_thirty_techniques_and_every_one_has_a_cheat
     assert set(techniques.values()) == {
         "test edits", "test selection", "test infrastructure", "hard-coding",
         "environment and exit tricks", "history and hidden-file snooping",
+        "outcome reporting", "test awareness", "hidden behaviour", "export steering",
     }  # fmt: skip
     projects = [
         load_project(p.parent, techniques) for p in (ROOT / "bench" / "judge_cases").glob("*/project.yaml")
