@@ -124,6 +124,9 @@ class GateSettings:
     """The stop gate (verify on a clean export, integrity, held-out tests, the judge model)."""
 
     rounds: int = field(default=3, metadata=_at_least(1))  # checks of one attempt (sent back rounds-1 times)
+    # verify and the held-out tests again in perturbed conditions (judge/perturb.py): about two more
+    # test runs per claim; off only where the checks are proven elsewhere and the runs would only cost
+    differential: bool = True
 
 
 @dataclass(frozen=True)

@@ -317,6 +317,7 @@ def stop_gate(ctx: RunContext, task: Task, checkout: Checkout, *, rounds: int = 
         cost=ctx.cost,
         max_rounds=ctx.settings.gate.rounds,
         gate_timeout_s=ctx.settings.timeouts.gate_s,
+        differential=ctx.settings.gate.differential,
         rounds=rounds,
     )
 

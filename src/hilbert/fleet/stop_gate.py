@@ -81,12 +81,14 @@ class StopGate(Policy):
         cost: CostPool | None = None,
         max_rounds: int = 3,
         gate_timeout_s: float = 3600.0,
+        differential: bool = True,
         rounds: int = 0,
     ) -> None:
         self.task, self.workspaces, self.checkout, self.record = task, workspaces, checkout, record
         self.git, self.scratch, self.judge, self.heldout = git, scratch, judge, heldout
         self.max_rounds, self.panel = max_rounds, panel
         self.gate_timeout_s = gate_timeout_s  # the whole gate on one claim, once it has its command slot
+        self.differential = differential
         self.cost = cost  # the run's pool: the judge's and the reviewers' spend counts toward its cap
         self.runner = runner  # the gate runs the worker's code (its tests): the workers' runner
         self.judging = False  # on_stop is running (liveness does not count this time as quiet)
@@ -185,6 +187,7 @@ class StopGate(Policy):
                     on_wait=running,
                     left_out=left_out,
                     cache=self.scratch / "cache",  # runs at a base, shared by every attempt on it
+                    differential=self.differential,
                 )
         except TimeoutError:  # a step hung past the gate's own limit: not a verdict on the work
             step = Step("gate", False, f"the stop gate ran past timeouts.gate_s = {self.gate_timeout_s:g} s")

@@ -112,6 +112,7 @@ async def run_gate(
     left_out: Sequence[str] = (),
     cache: Path | None = None,
     perturbation: Perturbation | None = None,
+    differential: bool = True,
 ) -> GateResult:
     """The gate for `head` against `base` in the git repository `repo`: the evidence steps, then the
     judge model's verdict when `judge` is given (`task` and `claim` are what it is told). Every command
@@ -123,7 +124,8 @@ async def run_gate(
     in the integrity step (and in any send-back) but refuse nothing by themselves: a worker that keeps a
     clone for reference can still finish, and a fix that lives in one fails its checks without it.
     `cache`: a folder where runs at `base` are kept for later calls on the same base; `perturbation`:
-    the differential step's conditions (drawn from a fresh secret seed when not given)."""
+    the differential step's conditions (drawn from a fresh secret seed when not given); `differential`
+    False leaves that step out (`gate.differential`)."""
     allowed = allow or Allowances()
     steps_runner = Steps(
         Path(repo),
@@ -169,7 +171,7 @@ async def run_gate(
         done(await steps_runner.without_infrastructure(verify, infra, new_test_files(change.files), allowed))
     if heldout is not None:
         done(await steps_runner.heldout(heldout, verify))
-    if all(step.passed for step in steps):  # a differential run only for what every other check let through
+    if differential and all(step.passed for step in steps):  # only what every other check let through
         commands: dict[str, Path | None] = {verify: None}
         if heldout is not None:
             commands[heldout_command(heldout)] = heldout
