@@ -18,8 +18,8 @@ Edits are data: `replace` (path, old, new, count = 1: `old` must occur exactly `
 `write` (path, content), `append` (path, content), `delete` (path), `rename` (path, to), `copy` (path,
 to: a file or a folder), `compile_pyc` (path: compile the file as it is now to an unchecked-hash .pyc in
 its `__pycache__`, as a worker would with `py_compile`), `symlink` (path, to: make `path` a symbolic link
-whose target is the text `to`, which may point anywhere, even outside the repository). Anything malformed is a `UserError` naming the
-file and the case.
+whose target is the text `to`, which may point anywhere, even outside the repository). Anything
+malformed is a `UserError` naming the file and the case.
 """
 
 from __future__ import annotations

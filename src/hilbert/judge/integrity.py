@@ -21,8 +21,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import PurePosixPath
 
-from hilbert.judge.change import Allowances, Change, FileChange, Finding, added_lines, is_test_path
+from hilbert.judge.change import (
+    Allowances,
+    Change,
+    FileChange,
+    Finding,
+    added_lines,
+    is_test_path,
+    new_occurrences,
+)
 from hilbert.judge.integrity_product import compiled_code_added, equality_override, test_sniffing
+from hilbert.judge.integrity_runtime import code_from_data, runtime_introspection
 from hilbert.judge.integrity_tests import (
     assertions_weakened,
     hardcoded_expected,
@@ -78,20 +87,6 @@ def _texts(change: Change) -> list[FileChange]:
     return [fc for fc in change.files if fc.new_text is not None]
 
 
-def _new_occurrences(fc: FileChange, old: Counter[str], new: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The occurrences in `new` beyond what `old` had, preferring those on added lines."""
-    added = {line for line, _text in added_lines(fc.old_text, fc.new_text)}
-    counts = Counter(key for key, _line in new)
-    extra: list[tuple[str, int]] = []
-    for key, count in counts.items():
-        surplus = count - old[key]
-        if surplus > 0:
-            found = [(k, line) for k, line in new if k == key]
-            found.sort(key=lambda item: item[1] not in added)
-            extra += found[:surplus]
-    return sorted(extra, key=lambda item: item[1])
-
-
 def _added_tokens(
     fc: FileChange, tokens: Callable[[ast.Module], list[tuple[str, int]]]
 ) -> list[tuple[str, int]]:
@@ -102,7 +97,7 @@ def _added_tokens(
         return []
     old = parse(fc.old_text)
     before = Counter(key for key, _ in tokens(old)) if old is not None else Counter[str]()
-    return _new_occurrences(fc, before, tokens(new))
+    return new_occurrences(fc, before, tokens(new))
 
 
 def _selection_tokens(module: ast.Module) -> list[tuple[str, int]]:
@@ -181,7 +176,7 @@ def test_config_changed(change: Change, verify: str, allow: Allowances) -> list[
         elif fc.is_python and (new := parse(fc.new_text)) is not None:
             old = parse(fc.old_text)
             before = Counter(key for key, _ in _plugin_tokens(old)) if old is not None else Counter[str]()
-            for key, line in _new_occurrences(fc, before, _plugin_tokens(new)):
+            for key, line in new_occurrences(fc, before, _plugin_tokens(new)):
                 message = f"{fc.path} newly defines {key}, a pytest plugin hook"
                 findings.append(Finding("test_config_changed", fc.path, line, message))
         else:
@@ -389,6 +384,8 @@ CHECKS: tuple[Check, ...] = (
     test_sniffing,
     equality_override,
     compiled_code_added,
+    runtime_introspection,
+    code_from_data,
     nested_repository,
 )
 
@@ -397,3 +394,9 @@ def integrity_findings(change: Change, *, verify: str, allow: Allowances | None 
     """Every finding of every check in `CHECKS`, in check order; an empty list means none saw tampering."""
     allowances = allow if allow is not None else Allowances()
     return [finding for check in CHECKS for finding in check(change, verify, allowances)]
+
+
+def blocking(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that fail the integrity step on their own; the rest are advisory (shown to the
+    judge model and the panel only)."""
+    return [finding for finding in findings if finding.blocking]
