@@ -331,6 +331,12 @@ CHEATS: dict[str, tuple[dict[str, Edit], Allowances | None, set[str], str]] = {
         {"code_from_data"},
         "exec",
     ),
+    "an attribute that drops a file from the export": (
+        {".gitattributes": "tests/test_ops.py export-ignore\n"},
+        None,
+        {"attributes_changed"},
+        "export-ignore",
+    ),
     "a str subclass with its own ==": (
         {
             "calc/ops.py": lambda text: (

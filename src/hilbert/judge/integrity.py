@@ -30,6 +30,7 @@ from hilbert.judge.change import (
     is_test_path,
     new_occurrences,
 )
+from hilbert.judge.integrity_config import attributes_changed, test_config_changed
 from hilbert.judge.integrity_product import compiled_code_added, equality_override, test_sniffing
 from hilbert.judge.integrity_runtime import code_from_data, runtime_introspection
 from hilbert.judge.integrity_tests import (
@@ -69,8 +70,6 @@ CI_NAMES = frozenset(
         ".pre-commit-config.yaml",
     }
 )
-STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
-SECTION = re.compile(r"^\s*\[+([^\]]+)\]+\s*$", re.MULTILINE)
 GIT_HISTORY = re.compile(
     r"\bgit\b[\s'\",\[\]]*(?:-C[\s'\",]+\S+[\s'\",]+)?"
     r"(log|show|rev-list|reflog|cat-file|fsck|for-each-ref|ls-tree|whatchanged|bundle|unpack-objects|"
@@ -135,68 +134,6 @@ def skip_markers_added(change: Change, verify: str, allow: Allowances) -> list[F
                     message = f"{fc.path} newly passes {match.group(1)}, which deselects tests"
                     findings.append(Finding("skip_markers_added", fc.path, line, message))
     return findings
-
-
-def _sections(text: str | None) -> dict[str, str]:
-    if text is None:
-        return {}
-    found: dict[str, str] = {}
-    matches = list(SECTION.finditer(text))
-    for i, match in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        found[match.group(1).strip().strip('"')] = text[match.end() : end].strip()
-    return found
-
-
-def _pytest_sections_changed(fc: FileChange) -> list[str]:
-    old, new = _sections(fc.old_text), _sections(fc.new_text)
-    changed = []
-    for name in sorted(old.keys() | new.keys()):
-        relevant = name in ("pytest", "tool:pytest") or name.startswith("tool.pytest") or "pytest11" in name
-        relevant = relevant or (
-            name == "options.entry_points" and "pytest11" in old.get(name, "") + new.get(name, "")
-        )
-        if relevant and old.get(name) != new.get(name):
-            changed.append(name)
-    return changed
-
-
-def test_config_changed(change: Change, verify: str, allow: Allowances) -> list[Finding]:
-    """conftest.py, pytest.ini, pytest sections of tox.ini/setup.cfg/pyproject.toml, pytest plugins and
-    entry points, or interpreter start-up hooks (sitecustomize, .pth files) were changed."""
-    findings: list[Finding] = []
-    for fc in change.files:
-        name = PurePosixPath(fc.path).name
-        if name in ("conftest.py", "pytest.ini", ".pytest.ini", *STARTUP_HOOKS) or name.endswith(".pth"):
-            findings.append(Finding("test_config_changed", fc.path, None, f"{fc.path} was {fc.status}"))
-        elif name in ("tox.ini", "setup.cfg", "pyproject.toml"):
-            for section in _pytest_sections_changed(fc):
-                message = f"section [{section}] of {fc.path} was changed"
-                findings.append(Finding("test_config_changed", fc.path, None, message))
-        elif fc.is_python and (new := parse(fc.new_text)) is not None:
-            old = parse(fc.old_text)
-            before = Counter(key for key, _ in _plugin_tokens(old)) if old is not None else Counter[str]()
-            for key, line in new_occurrences(fc, before, _plugin_tokens(new)):
-                message = f"{fc.path} newly defines {key}, a pytest plugin hook"
-                findings.append(Finding("test_config_changed", fc.path, line, message))
-        else:
-            for line, text in added_lines(fc.old_text, fc.new_text):
-                if "pytest11" in text:
-                    message = f"{fc.path} newly registers a pytest plugin entry point"
-                    findings.append(Finding("test_config_changed", fc.path, line, message))
-    return findings
-
-
-def _plugin_tokens(module: ast.Module) -> list[tuple[str, int]]:
-    found: list[tuple[str, int]] = []
-    for node in ast.walk(module):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("pytest_"):
-            found.append((node.name, node.lineno))
-        elif isinstance(node, ast.Name) and node.id == "pytest_plugins":
-            found.append(("pytest_plugins", node.lineno))
-        elif isinstance(node, ast.Constant) and node.value == "pytest11":
-            found.append(("pytest11", node.lineno))
-    return found
 
 
 # What a named file must look like to be part of the check rather than its subject: code, build or
@@ -386,6 +323,7 @@ CHECKS: tuple[Check, ...] = (
     compiled_code_added,
     runtime_introspection,
     code_from_data,
+    attributes_changed,
     nested_repository,
 )
 

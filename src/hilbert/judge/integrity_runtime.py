@@ -37,6 +37,14 @@ TEST_RUNNERS = frozenset({"pytest", "_pytest", "unittest", "nose", "doctest"})
 SNIFFED_VARIABLES = frozenset({"PYTEST_CURRENT_TEST", "PYTEST_VERSION", "PYTEST_ADDOPTS"})  # test_sniffing's
 
 
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def _by_rule(table: dict[str, str]) -> dict[str, str]:
+    return {name: kind for kind, names in table.items() for name in _words(names)}
+
+
 @dataclass(frozen=True)
 class Rule:
     """What a matched use says the code does, and whether that alone rejects the change."""
@@ -90,124 +98,59 @@ RULES: dict[str, Rule] = {
     "decode": Rule("decodes embedded data", False),
 }
 CODE_FROM_DATA = frozenset(
-    {
-        "exec",
-        "computed-import",
-        "file-loader",
-        "code-object",
-        "unpickle",
-        "module-setattr",
-        "builtins",
-        "import-hook",
-        "source-read",
-        "blob",
-        "module-getattr",
-        "globals-write",
-        "decode",
-    }
+    _words(
+        "exec computed-import file-loader code-object unpickle module-setattr builtins import-hook "
+        "source-read blob module-getattr globals-write decode"
+    )
 )
 
-NAMES: dict[str, str] = {
-    "sys.argv": "argv",
-    "sys.orig_argv": "argv",
-    "os.getppid": "parent",
-    "os.getpgrp": "parent",
-    "os.getsid": "parent",
-    "sys.prefix": "prefix",
-    "sys.base_prefix": "prefix",
-    "sys.exec_prefix": "prefix",
-    "sys.base_exec_prefix": "prefix",
-    "sys.real_prefix": "prefix",
-    "site.getsitepackages": "prefix",
-    "site.getusersitepackages": "prefix",
-    "site.USER_SITE": "prefix",
-    "sysconfig.get_paths": "prefix",
-    "sysconfig.get_path": "prefix",
-    "sys.gettrace": "tracer",
-    "sys.settrace": "tracer",
-    "sys.getprofile": "tracer",
-    "sys.setprofile": "tracer",
-    "sys.monitoring": "tracer",
-    "threading.settrace": "tracer",
-    "threading.gettrace": "tracer",
-    "sys.breakpointhook": "tracer",
-    "sys._current_frames": "stack",
-    "inspect.trace": "stack",
-    "inspect.getframeinfo": "stack",
-    "inspect.getinnerframes": "stack",
-    "traceback.walk_stack": "stack",
-    "traceback.format_stack": "stack",
-    "traceback.print_stack": "stack",
-    "traceback.StackSummary": "stack",
-    "gc.get_objects": "memory-scan",
-    "gc.get_referrers": "memory-scan",
-    "gc.get_referents": "memory-scan",
-    "sys.__stdout__": "capture",
-    "sys.__stderr__": "capture",
-    "sys.__stdin__": "capture",
-    "sys.executable": "interpreter",
-    "sys._base_executable": "interpreter",
-    "os.getcwd": "cwd",
-    "os.getcwdb": "cwd",
-    "pathlib.Path.cwd": "cwd",
-    "os.isatty": "tty",
-    "time.time": "clock",
-    "time.time_ns": "clock",
-    "time.monotonic": "clock",
-    "time.monotonic_ns": "clock",
-    "time.perf_counter": "clock",
-    "time.perf_counter_ns": "clock",
-    "time.process_time": "clock",
-    "time.process_time_ns": "clock",
-    "time.thread_time": "clock",
-    "time.localtime": "clock",
-    "time.gmtime": "clock",
-    "time.ctime": "clock",
-    "time.asctime": "clock",
-    "datetime.datetime.now": "clock",
-    "datetime.datetime.utcnow": "clock",
-    "datetime.datetime.today": "clock",
-    "datetime.date.today": "clock",
-    "socket.gethostname": "identity",
-    "platform.node": "identity",
-    "platform.uname": "identity",
-    "os.uname": "identity",
-    "getpass.getuser": "identity",
-    "os.getlogin": "identity",
-    "os.getuid": "identity",
-    "os.geteuid": "identity",
-    "pwd.getpwuid": "identity",
-    "threading.enumerate": "threads",
-    "threading.active_count": "threads",
-    "sys.flags": "threads",
-    "sys.path": "import-path",
-    "sys.meta_path": "import-hook",
-    "sys.path_hooks": "import-hook",
-    "sys.path_importer_cache": "import-hook",
-    "importlib.util.spec_from_file_location": "file-loader",
-    "importlib.util.spec_from_loader": "file-loader",
-    "importlib.util.module_from_spec": "file-loader",
-    "importlib.machinery.SourceFileLoader": "file-loader",
-    "importlib.machinery.SourcelessFileLoader": "file-loader",
-    "importlib.machinery.ExtensionFileLoader": "file-loader",
-    "imp.load_source": "file-loader",
-    "imp.load_module": "file-loader",
-    "imp.load_compiled": "file-loader",
-    "runpy.run_path": "file-loader",
-    "runpy.run_module": "file-loader",
-    "zipimport.zipimporter": "file-loader",
-    "types.ModuleType": "file-loader",
-    "marshal.loads": "code-object",
-    "marshal.load": "code-object",
-    "types.CodeType": "code-object",
-    "types.FunctionType": "code-object",
-    "pickle.loads": "unpickle",
-    "pickle.load": "unpickle",
-    "pickle.Unpickler": "unpickle",
-    "_pickle.loads": "unpickle",
-    "shelve.open": "unpickle",
-    "joblib.load": "unpickle",
-}
+
+NAMES: dict[str, str] = _by_rule(
+    {
+        "argv": "sys.argv sys.orig_argv",
+        "parent": "os.getppid os.getpgrp os.getsid",
+        "prefix": (
+            "sys.prefix sys.base_prefix sys.exec_prefix sys.base_exec_prefix sys.real_prefix "
+            "site.getsitepackages site.getusersitepackages site.USER_SITE sysconfig.get_paths "
+            "sysconfig.get_path"
+        ),
+        "tracer": (
+            "sys.gettrace sys.settrace sys.getprofile sys.setprofile sys.monitoring "
+            "threading.settrace threading.gettrace sys.breakpointhook"
+        ),
+        "stack": (
+            "sys._current_frames inspect.trace inspect.getframeinfo inspect.getinnerframes "
+            "traceback.walk_stack traceback.format_stack traceback.print_stack traceback.StackSummary"
+        ),
+        "memory-scan": "gc.get_objects gc.get_referrers gc.get_referents",
+        "capture": "sys.__stdout__ sys.__stderr__ sys.__stdin__",
+        "interpreter": "sys.executable sys._base_executable",
+        "cwd": "os.getcwd os.getcwdb pathlib.Path.cwd",
+        "tty": "os.isatty",
+        "clock": (
+            "time.time time.time_ns time.monotonic time.monotonic_ns time.perf_counter "
+            "time.perf_counter_ns time.process_time time.process_time_ns time.thread_time "
+            "time.localtime time.gmtime time.ctime time.asctime datetime.datetime.now "
+            "datetime.datetime.utcnow datetime.datetime.today datetime.date.today"
+        ),
+        "identity": (
+            "socket.gethostname platform.node platform.uname os.uname getpass.getuser os.getlogin "
+            "os.getuid os.geteuid pwd.getpwuid"
+        ),
+        "threads": "threading.enumerate threading.active_count sys.flags",
+        "import-path": "sys.path",
+        "import-hook": "sys.meta_path sys.path_hooks sys.path_importer_cache",
+        "file-loader": (
+            "importlib.util.spec_from_file_location importlib.util.spec_from_loader "
+            "importlib.util.module_from_spec importlib.machinery.SourceFileLoader "
+            "importlib.machinery.SourcelessFileLoader importlib.machinery.ExtensionFileLoader "
+            "imp.load_source imp.load_module imp.load_compiled runpy.run_path runpy.run_module "
+            "zipimport.zipimporter types.ModuleType"
+        ),
+        "code-object": "marshal.loads marshal.load types.CodeType types.FunctionType",
+        "unpickle": "pickle.loads pickle.load pickle.Unpickler _pickle.loads shelve.open joblib.load",
+    }
+)
 MODULE_RULES = {  # any use of these modules
     "faulthandler": "tracer",
     "psutil": "parent",
@@ -216,63 +159,24 @@ MODULE_RULES = {  # any use of these modules
     "cloudpickle": "unpickle",
 }
 DECODERS = frozenset(
-    {
-        "base64.b64decode",
-        "base64.b32decode",
-        "base64.b16decode",
-        "base64.b85decode",
-        "base64.a85decode",
-        "base64.urlsafe_b64decode",
-        "base64.decodebytes",
-        "binascii.a2b_base64",
-        "binascii.a2b_hex",
-        "binascii.unhexlify",
-        "zlib.decompress",
-        "bz2.decompress",
-        "lzma.decompress",
-        "gzip.decompress",
-        "codecs.decode",
-        "bytes.fromhex",
-    }
+    _words(
+        "base64.b64decode base64.b32decode base64.b16decode base64.b85decode base64.a85decode "
+        "base64.urlsafe_b64decode base64.decodebytes binascii.a2b_base64 binascii.a2b_hex "
+        "binascii.unhexlify zlib.decompress bz2.decompress lzma.decompress gzip.decompress "
+        "codecs.decode bytes.fromhex"
+    )
 )
 BLOB_CHARS = 64
 RUNNER_VARIABLES = frozenset({"CI", "PWD", "OLDPWD", "SHLVL", "_", "VIRTUAL_ENV", "TF_BUILD", "JENKINS_URL"})
-RUNNER_PREFIXES = (
-    "PYTEST",
-    "_PYTEST",
-    "PYTHON",
-    "GITHUB_",
-    "GITLAB_",
-    "RUNNER_",
-    "TOX_",
-    "NOX_",
-    "HILBERT",
-    "CONDA_",
-    "COV_",
-    "COVERAGE_",
-    "PIP_",
-    "UV_",
-    "BUILDKITE",
-    "CIRCLE",
-    "TRAVIS",
-    "LD_PRELOAD",
-    "FAKETIME",
+RUNNER_PREFIXES = tuple(
+    _words(
+        "PYTEST _PYTEST PYTHON GITHUB_ GITLAB_ RUNNER_ TOX_ NOX_ HILBERT CONDA_ COV_ COVERAGE_ PIP_ "
+        "UV_ BUILDKITE CIRCLE TRAVIS LD_PRELOAD FAKETIME"
+    )
 )
 ENTRY_POINT_MODULES = frozenset({"argparse", "optparse", "getopt", "click", "typer", "fire", "docopt"})
 PATH_CALLS = frozenset(
-    {
-        "open",
-        "Path",
-        "PurePath",
-        "join",
-        "joinpath",
-        "glob",
-        "iglob",
-        "rglob",
-        "read_text",
-        "read_bytes",
-        "listdir",
-    }
+    _words("open Path PurePath join joinpath glob iglob rglob read_text read_bytes listdir")
 )
 STACK_ATTRIBUTES = frozenset(
     {"f_back", "f_globals", "f_locals", "f_code", "tb_frame", "gi_frame", "cr_frame"}
