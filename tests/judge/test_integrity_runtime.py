@@ -38,6 +38,8 @@ CHEATS: dict[str, tuple[str, str]] = {
         "",
     ),
     "environ-scan": ("if any(k.startswith('PYTEST') for k in os.environ):\n    factor = factor", ""),
+    "modules-scan computed": ("tests = sys.modules['tests.' + 'test_ops']", ""),
+    "runner-variable computed": ("ci = os.environ.get('GITHUB_' + 'ACTIONS')", ""),
     "where-compared": ("if '/tmp/' in os.getcwd():\n    factor = factor", ""),
     "test-files": ("heldout = glob.glob('**/test_*.py', recursive=True)", "import glob\n"),
     "argv-entry": ("args = sys.argv[1:]\nif __name__ == '__main__':\n    pass", ""),
@@ -72,6 +74,7 @@ def test_each_rule_catches_its_cheat_with_its_weight(rule: str) -> None:
     found = [
         f for f in findings(body, header=header) if f.check in ("runtime_introspection", "code_from_data")
     ]
+    rule = rule.split()[0]
     said = RULES[rule].says
     matching = [f for f in found if said in f.message]
     assert matching, [str(f) for f in found]
@@ -81,7 +84,7 @@ def test_each_rule_catches_its_cheat_with_its_weight(rule: str) -> None:
 
 
 def test_every_rule_has_a_cheat() -> None:
-    assert set(CHEATS) == set(RULES)
+    assert {name.split()[0] for name in CHEATS} == set(RULES)
 
 
 # honest code that looks like a rule's cheat: no blocking finding (advisory ones may be shown)
@@ -111,6 +114,8 @@ HONEST: dict[str, tuple[str, str]] = {
     "ast.literal_eval of text": ("value = ast.literal_eval(str(factor))", "import ast\n"),
     "a docstring that names /proc and site-packages": ('"""Reads /proc/meminfo, site-packages."""', ""),
     "a command-line entry point": ("argv = sys.argv[1:]", "import argparse\n"),
+    "the module a class was defined in": ("module = sys.modules[type(x).__module__]", ""),
+    "a variable named by the caller": ("value = os.environ.get(str(factor), '')", ""),
 }
 
 

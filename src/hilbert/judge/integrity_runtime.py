@@ -67,12 +67,12 @@ RULES: dict[str, Rule] = {
     "exit-handlers": Rule("reads or changes the exit handlers", True),
     "capture": Rule("asks whether its output is captured", True),
     "runner-variable": Rule("reads a variable the test runner or CI sets", True),
-    "environ-scan": Rule("scans the environment or reads a computed variable name", True),
+    "environ-scan": Rule("scans the environment", True),
     "where-compared": Rule("compares its working directory or its own location with a path", True),
     "test-files": Rule("names test files, caches or installed copies of code", True),
     # runtime introspection, advisory: honest library code reads these for its own sake
     "argv-entry": Rule("reads its command line (in a command-line entry point)", False),
-    "module-lookup": Rule("looks up a loaded module by name", False),
+    "module-lookup": Rule("looks up one loaded module by name", False),
     "tty": Rule("asks whether it talks to a terminal", False),
     "interpreter": Rule("names its interpreter", False),
     "cwd": Rule("reads the working directory", False),
@@ -370,26 +370,24 @@ def _mapping_use(node: ast.AST, name: str, parents: dict[int, ast.AST]) -> Itera
     """`sys.modules` / `os.environ`: a literal key is a look-up; anything else is a scan."""
     parent = parents.get(id(node))
     line = getattr(node, "lineno", 0)
-    key: str | None = None
-    looked_up = False
+    key_node: ast.AST | None = None  # the key of a single look-up; None for a scan
     if isinstance(parent, ast.Subscript) and parent.value is node:
         if isinstance(parent.ctx, ast.Store | ast.Del):
             return  # a write: installing a module or setting a variable is not a read of the runtime
-        key, looked_up = _literal_text(parent.slice), True
+        key_node = parent.slice
         if isinstance(parent.slice, ast.Name) and parent.slice.id == "__name__":
             return  # the module itself
     elif isinstance(parent, ast.Attribute) and parent.attr in ("get", "pop", "setdefault"):
         call = parents.get(id(parent))
         if parent.attr != "get" or not isinstance(call, ast.Call):
             return
-        first = call.args[0] if call.args else None
-        if isinstance(first, ast.Name) and first.id == "__name__":
+        key_node = call.args[0] if call.args else None
+        if isinstance(key_node, ast.Name) and key_node.id == "__name__":
             return
-        key, looked_up = _literal_text(first), True
     elif isinstance(parent, ast.Attribute) and parent.attr not in SCAN_METHODS:
         return  # os.environ.update(...), sys.modules.pop(...): writes
     elif isinstance(parent, ast.Compare) and node in parent.comparators:
-        key, looked_up = _literal_text(parent.left), True
+        key_node = parent.left
     elif isinstance(parent, ast.keyword):
         return  # env=os.environ handed to a child process
     copied = (
@@ -400,6 +398,20 @@ def _mapping_use(node: ast.AST, name: str, parents: dict[int, ast.AST]) -> Itera
     if copied and name != "sys.modules":  # the environment for a child process, most often
         yield f"variable:a copy of {name}", line
         return
+    key = _literal_text(key_node)
+    if key_node is not None and key is None:  # one look-up of a computed name: what do its parts say?
+        parts = [_literal_text(n) or "" for n in ast.walk(key_node)]
+        if name == "sys.modules" and any(
+            "test" in part or part in ("__main__", *TEST_RUNNERS) for part in parts
+        ):
+            yield "modules-scan:sys.modules[a computed test module]", line
+        elif name == "sys.modules":
+            yield "module-lookup:sys.modules[computed]", line
+        elif any(part and (part in RUNNER_VARIABLES or part.startswith(RUNNER_PREFIXES)) for part in parts):
+            yield f"runner-variable:{name}[computed]", line
+        else:
+            yield f"variable:{name}[computed]", line
+        return
     if name == "sys.modules":
         if key is None:
             yield "modules-scan:sys.modules", line
@@ -408,7 +420,7 @@ def _mapping_use(node: ast.AST, name: str, parents: dict[int, ast.AST]) -> Itera
         elif key.split(".")[0] not in TEST_RUNNERS:  # those are `test_sniffing`'s
             yield f"module-lookup:sys.modules[{key!r}]", line
     elif key is None:
-        yield f"environ-scan:{name}" + ("[computed]" if looked_up else ""), line
+        yield f"environ-scan:{name}", line
     elif key in SNIFFED_VARIABLES:
         return
     elif key in RUNNER_VARIABLES or key.startswith(RUNNER_PREFIXES):
@@ -488,7 +500,10 @@ def _string_use(node: ast.Constant) -> Iterator[tuple[str, int]]:
     line = node.lineno
     if text.startswith("/proc") or "/proc/" in text or "/sys/fs/cgroup" in text or ".dockerenv" in text:
         yield f"proc:{text[:40]!r}", line
-    elif any(marker in text for marker in ("site-packages", "dist-packages", ".pytest_cache", "conftest")):
+    elif any(
+        marker in text
+        for marker in ("site-packages", "dist-packages", ".pytest_cache", "conftest", "/.cache")
+    ):
         yield f"test-files:{text[:40]!r}", line
     elif ("/" in text or "*" in text) and "\n" not in text and " " not in text:
         pure = text.strip("/*") or text
