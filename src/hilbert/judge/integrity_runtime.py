@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from hilbert.judge.change import Allowances, Change, FileChange, Finding, is_test_path, new_occurrences
-from hilbert.judge.python_ast import parse
+from hilbert.judge.python_ast import canonical, imported_names, literal_text, parents_of, parse
 
 TEST_RUNNERS = frozenset({"pytest", "_pytest", "unittest", "nose", "doctest"})
 SNIFFED_VARIABLES = frozenset({"PYTEST_CURRENT_TEST", "PYTEST_VERSION", "PYTEST_ADDOPTS"})  # test_sniffing's
@@ -242,41 +242,7 @@ def _is_entry_point(fc: FileChange, module: ast.Module) -> bool:
             isinstance(side, ast.Constant) and side.value == "__main__" for side in node.comparators
         ):
             return True
-    return any(full.split(".")[0] in ENTRY_POINT_MODULES for full in _aliases(module).values())
-
-
-def _aliases(module: ast.Module) -> dict[str, str]:
-    """Local name → the dotted name it stands for (`from os import environ as E` → E: os.environ)."""
-    found: dict[str, str] = {}
-    for node in ast.walk(module):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    found[alias.asname] = alias.name
-                else:
-                    top = alias.name.split(".")[0]
-                    found[top] = top
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return found
-
-
-def _canonical(node: ast.AST, aliases: dict[str, str]) -> str:
-    """`a.b.c` for a Name/Attribute chain (no calls looked through), its first name resolved through
-    the module's imports (`Path.cwd` → `pathlib.Path.cwd`)."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return ""
-    parts.append(aliases.get(node.id, node.id))
-    return ".".join(reversed(parts))
-
-
-def _parents(module: ast.Module) -> dict[int, ast.AST]:
-    return {id(child): node for node in ast.walk(module) for child in ast.iter_child_nodes(node)}
+    return any(full.split(".")[0] in ENTRY_POINT_MODULES for full in imported_names(module).values())
 
 
 def _compared(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -296,18 +262,14 @@ def _compared(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     return False
 
 
-def _literal_text(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
 def _tokens(module: ast.Module, entry_point: bool) -> list[tuple[str, int]]:
     """(`kind:what`, line) for every use in `module` that a rule in `RULES` names."""
     return list(_uses(module, entry_point))
 
 
 def _uses(module: ast.Module, entry_point: bool) -> Iterator[tuple[str, int]]:
-    aliases = _aliases(module)
-    parents = _parents(module)
+    aliases = imported_names(module)
+    parents = parents_of(module)
     for node in ast.walk(module):
         if isinstance(node, ast.Attribute | ast.Name):
             yield from _name_use(node, aliases, parents, entry_point)
@@ -320,7 +282,7 @@ def _uses(module: ast.Module, entry_point: bool) -> Iterator[tuple[str, int]]:
             isinstance(node, ast.Subscript)
             and isinstance(node.ctx, ast.Store)
             and _is_globals(node.value)
-            and _literal_text(node.slice) is None
+            and literal_text(node.slice) is None
         ):
             yield "globals-write:globals()[computed] =", node.lineno
 
@@ -330,7 +292,7 @@ def _name_use(
 ) -> Iterator[tuple[str, int]]:
     parent = parents.get(id(node))
     if isinstance(parent, ast.Attribute):  # only the longest chain counts (`sys.argv`, not `sys`)
-        name = _canonical(parent, aliases)
+        name = canonical(parent, aliases)
         if name in NAMES or name.split(".")[0] in MODULE_RULES:
             return
     line = node.lineno
@@ -340,7 +302,7 @@ def _name_use(
     if isinstance(node, ast.Name) and node.id == "__file__" and _compared(node, parents):
         yield "where-compared:__file__ compared with a path", line
         return
-    name = _canonical(node, aliases)
+    name = canonical(node, aliases)
     if not name:
         return
     if isinstance(node, ast.Name) and name == node.id and node.id not in aliases:
@@ -398,9 +360,9 @@ def _mapping_use(node: ast.AST, name: str, parents: dict[int, ast.AST]) -> Itera
     if copied and name != "sys.modules":  # the environment for a child process, most often
         yield f"variable:a copy of {name}", line
         return
-    key = _literal_text(key_node)
+    key = literal_text(key_node)
     if key_node is not None and key is None:  # one look-up of a computed name: what do its parts say?
-        parts = [_literal_text(n) or "" for n in ast.walk(key_node)]
+        parts = [literal_text(n) or "" for n in ast.walk(key_node)]
         if name == "sys.modules" and any(
             "test" in part or part in ("__main__", *TEST_RUNNERS) for part in parts
         ):
@@ -445,18 +407,18 @@ def _stream_use(node: ast.AST, name: str, parents: dict[int, ast.AST]) -> Iterat
 
 
 def _call_use(call: ast.Call, aliases: dict[str, str]) -> Iterator[tuple[str, int]]:
-    name = _canonical(call.func, aliases)
+    name = canonical(call.func, aliases)
     line = call.lineno
     first = call.args[0] if call.args else None
-    if name in CODE_CALLS and first is not None and _literal_text(first) is None:
+    if name in CODE_CALLS and first is not None and literal_text(first) is None:
         yield f"exec:{name}(...)", line
-    elif name in IMPORT_CALLS and first is not None and _literal_text(first) is None:
+    elif name in IMPORT_CALLS and first is not None and literal_text(first) is None:
         yield f"computed-import:{name}(...)", line
     elif name in ("setattr", "delattr", "getattr") and len(call.args) >= 2:
         target, attribute = call.args[0], call.args[1]
-        if _literal_text(attribute) is not None:
+        if literal_text(attribute) is not None:
             return
-        if _canonical(target, aliases).split(".")[0] in ("builtins", "__builtins__") and name != "getattr":
+        if canonical(target, aliases).split(".")[0] in ("builtins", "__builtins__") and name != "getattr":
             yield f"builtins:{name}(builtins, ...)", line
         elif _is_module(target, aliases):
             yield f"module-{'getattr' if name == 'getattr' else 'setattr'}:{name}(module, computed)", line
@@ -469,7 +431,7 @@ def _call_use(call: ast.Call, aliases: dict[str, str]) -> Iterator[tuple[str, in
     elif isinstance(call.func, ast.Attribute) and call.func.attr == "update" and _is_globals(call.func.value):
         yield "globals-write:globals().update", line
     if (name.split(".")[-1] in PATH_CALLS or name in PATH_CALLS) and any(
-        (text := _literal_text(arg)) is not None and text.endswith((".py", ".pyc", ".pyo"))
+        (text := literal_text(arg)) is not None and text.endswith((".py", ".pyc", ".pyo"))
         for arg in call.args
     ):
         yield f"source-read:{name}(...)", line
@@ -487,11 +449,11 @@ def _is_module(node: ast.AST, aliases: dict[str, str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in aliases or node.id == "__builtins__"
     if isinstance(node, ast.Attribute):  # `os.path`: an attribute of an imported name
-        return _canonical(node, aliases).split(".")[0] in aliases.values()
+        return canonical(node, aliases).split(".")[0] in aliases.values()
     if isinstance(node, ast.Subscript):
-        return _canonical(node.value, aliases) == "sys.modules"
+        return canonical(node.value, aliases) == "sys.modules"
     if isinstance(node, ast.Call):
-        return _canonical(node.func, aliases) in IMPORT_CALLS
+        return canonical(node.func, aliases) in IMPORT_CALLS
     return _is_globals(node)
 
 
