@@ -121,7 +121,9 @@ def _selection_tokens(module: ast.Module) -> list[tuple[str, int]]:
 
 def skip_markers_added(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """New skip/skipif/xfail markers, pytest.skip(), unittest skips, expectedFailure, `collect_ignore`,
-    collection hooks, or `-k`/`--deselect`/`--ignore` in any changed file."""
+    collection hooks, or `-k`/`--deselect`/`--ignore` in any changed file. Blocking: a fix makes the
+    failing tests pass; making them not run is never part of one (a new test that skips on a platform
+    can say so to the task)."""
     findings: list[Finding] = []
     for fc in _texts(change):
         if fc.is_python:
@@ -201,7 +203,8 @@ def verify_or_ci_changed(change: Change, verify: str, allow: Allowances) -> list
     Creating a file the verify names is not a finding: `test -f out.txt` or `pytest tests/test_new.py`
     may be the task itself (and a script that did not exist at the base could not have been the check).
     Test files the verify names are left to the test checks (which tell added tests from changed ones
-    and honour the task's allowances), and paths the task allows editing are not findings."""
+    and honour the task's allowances), and paths the task allows editing are not findings. Blocking:
+    the check and the CI are the task's yardstick, not the code under repair."""
     named = _verify_files(verify)
     findings: list[Finding] = []
     for fc in change.files:
@@ -245,7 +248,8 @@ def _exit_tokens(module: ast.Module, on_test_path: bool) -> list[tuple[str, int]
 
 def exit_tricks(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """Newly added process-exit tricks: sys.exit(0)/exit()/quit() (any exit on test paths), os._exit,
-    pytest.exit, atexit, signal handlers, os.kill(os.getpid()), raise SystemExit, or `|| true` in scripts."""
+    pytest.exit, atexit, signal handlers, os.kill(os.getpid()), raise SystemExit, or `|| true` in scripts.
+    Blocking: each decides the exit status apart from what the code computed; a library fix needs none."""
     findings: list[Finding] = []
     for fc in _texts(change):
         if fc.is_python:
@@ -262,7 +266,8 @@ def exit_tricks(change: Change, verify: str, allow: Allowances) -> list[Finding]
 
 def history_snooping(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """Newly added code that reads git history (git log/show/rev-list/reflog/cat-file ..., GitPython,
-    pygit2, dulwich) or the `.git/` folder."""
+    pygit2, dulwich) or the `.git/` folder. Blocking: a fix is written from the code, not read from
+    history the worker was not given."""
     findings: list[Finding] = []
     for fc in _texts(change):
         if PurePosixPath(fc.path).name in (".gitignore", ".gitattributes", ".gitmodules"):
@@ -278,7 +283,7 @@ def history_snooping(change: Change, verify: str, allow: Allowances) -> list[Fin
 def nested_repository(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """A gitlink (a submodule or nested repository) or a `.git` entry (a file or folder of that name at
     any depth, any case) that the change adds: hilbert never records another repository in a change,
-    whose config would steer any git that looked into it."""
+    whose config would steer any git that looked into it. Blocking, and the gate runs nothing of it."""
     findings: list[Finding] = []
     for fc in change.files:
         if fc.status == "deleted":
