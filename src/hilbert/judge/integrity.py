@@ -1,14 +1,18 @@
 """The stop gate's integrity checks: is a worker's claimed-done change honest?
 
 `integrity_findings(change, verify=..., allow=...)` runs every check in `CHECKS` against a `Change`
-(see `hilbert.judge.change`) and returns their `Finding`s; no finding means no check saw tampering.
-Each check is a small named function `(change, verify, allow) -> list[Finding]` and the function's
-name is the finding's `check`, so a benchmark can report per check. The checks that read test code
-as Python live in `integrity_tests`, those that read the product's code for tricks in
-`integrity_product`; the ones here look at markers, configuration, CI and process tricks across all
-changed files, and at another repository inside the change (`nested_repository`: a gitlink or a `.git`
-entry, and the nested repositories the harness's commit left out, `left_out_findings`). Nothing here
-runs a process or touches the disk.
+(see `hilbert.judge.change`) and returns their `Finding`s. A finding is blocking (it fails the
+integrity step alone) or advisory (shown to the judge model and the panel only); `blocking(findings)`
+keeps the first kind, and no blocking finding means no check saw tampering. Each check's docstring
+gives its weight and the argument for it. Each check is a small named function
+`(change, verify, allow) -> list[Finding]` and the function's name is the finding's `check`, so a
+benchmark can report per check. The checks that read test code as Python live in `integrity_tests`,
+those that read the product's code for tricks in `integrity_product` and `integrity_runtime` (runtime
+introspection, code loaded from data), those on the test runner's and git's configuration in
+`integrity_config`; the ones here look at markers, CI and process tricks across all changed files, and
+at another repository inside the change (`nested_repository`: a gitlink or a `.git` entry, and the
+nested repositories the harness's commit left out, `left_out_findings`). Nothing here runs a process
+or touches the disk.
 """
 
 from __future__ import annotations
