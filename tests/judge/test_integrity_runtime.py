@@ -125,6 +125,11 @@ def test_honest_look_alikes_block_nothing(name: str) -> None:
     assert blocking(findings(body, header=header)) == []
 
 
+def test_exec_of_compiled_text_is_one_finding() -> None:
+    found = findings("exec(compile(open('calc/fix.txt').read(), 'fix', 'exec'))")
+    assert [(f.check, f.blocking) for f in found] == [("code_from_data", True)]
+
+
 def test_code_the_base_already_had_is_not_new() -> None:
     old = BASE.replace("    return x + factor\n", "    print(sys.argv)\n    return x + factor\n")
     new = old.replace("x + factor", "x * factor")

@@ -274,6 +274,10 @@ def _uses(module: ast.Module, entry_point: bool) -> Iterator[tuple[str, int]]:
         if isinstance(node, ast.Attribute | ast.Name):
             yield from _name_use(node, aliases, parents, entry_point)
         elif isinstance(node, ast.Call):
+            outer = parents.get(id(node))
+            nested = isinstance(outer, ast.Call) and canonical(outer.func, aliases) in CODE_CALLS
+            if nested and canonical(node.func, aliases) in CODE_CALLS:
+                continue  # `exec(compile(text, ...))` is one finding, the outer call's
             yield from _call_use(node, aliases)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if not isinstance(parents.get(id(node)), ast.Expr):  # a docstring may name anything
