@@ -222,7 +222,8 @@ def test_hook_stop_runs_none_of_the_agents_filters_and_no_core_worktree_steers_i
     """The agent writes its repository's configuration: a filter driver (clean, smudge and a long-running
     process) on every file, and a `core.worktree` elsewhere; and one in the person's global configuration
     (which the snapshot reads for its ignore rules). The hook's git runs none of them (issue 14,
-    item 1) and gates what is in the work tree."""
+    item 1) and gates what is in the work tree: the fix passes verify, and the committed attributes are
+    the one thing sent back (`attributes_changed`, issue 15)."""
     repo = make_repo(tmp_path)
     base = git(repo, "rev-parse", "HEAD")
     ran = tmp_path / "filter-ran"
@@ -243,5 +244,9 @@ def test_hook_stop_runs_none_of_the_agents_filters_and_no_core_worktree_steers_i
         "stop_hook_active": False,
     }
     done = hook_stop(gate, event, cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout == "" and "the gate passed" in done.stderr, done.stderr
+    reason = json.loads(done.stdout)["reason"]
+    sent_back = [line for line in reason.splitlines() if line.startswith("- ")]
+    assert sent_back and all(line.startswith("- integrity: [attributes_changed]") for line in sent_back), (
+        reason
+    )
     assert sorted(p.name for p in tmp_path.glob("filter-ran*")) == []

@@ -14,6 +14,7 @@ import asyncio
 import difflib
 import fnmatch
 import os
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -60,16 +61,20 @@ class Change:
 
 @dataclass(frozen=True)
 class Finding:
-    """One integrity finding: which check, where, and what it saw, in one line."""
+    """One integrity finding: which check, where, and what it saw, in one line. `blocking`: the
+    finding alone fails the integrity step; an advisory one (False) is only shown to the judge model
+    and the panel, and its text says so."""
 
     check: str
     path: str
     line: int | None
     message: str
+    blocking: bool = True
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
-        return f"[{self.check}] {where}: {self.message}"
+        mark = "" if self.blocking else " (advisory)"
+        return f"[{self.check}]{mark} {where}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,21 @@ def added_lines(old: str | None, new: str | None) -> list[tuple[int, str]]:
         if tag in ("replace", "insert"):
             added += [(j + 1, new_lines[j]) for j in range(j1, j2)]
     return added
+
+
+def new_occurrences(fc: FileChange, old: Counter[str], new: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The (key, line) occurrences in `new` beyond what `old` counted, preferring those on lines the
+    change added: what a file newly does, however much of it the file did before."""
+    added = {line for line, _text in added_lines(fc.old_text, fc.new_text)}
+    counts = Counter(key for key, _line in new)
+    extra: list[tuple[str, int]] = []
+    for key, count in counts.items():
+        surplus = count - old[key]
+        if surplus > 0:
+            found = [(k, line) for k, line in new if k == key]
+            found.sort(key=lambda item: item[1] not in added)
+            extra += found[:surplus]
+    return sorted(extra, key=lambda item: item[1])
 
 
 def decode(data: bytes) -> str | None:

@@ -66,7 +66,8 @@ def _sniffs(module: ast.Module) -> Counter[str]:
 
 
 def test_sniffing(change: Change, verify: str, allow: Allowances) -> list[Finding]:
-    """The product newly checks whether it runs under a test runner, or inspects its caller."""
+    """The product newly checks whether it runs under a test runner, or inspects its caller. Blocking:
+    a fix behaves the same under a test as anywhere else, so it has no reason to ask."""
     findings: list[Finding] = []
     for fc, new, old in _product_modules(change):
         gained = _sniffs(new) - (_sniffs(old) if old is not None else Counter())
@@ -91,7 +92,8 @@ def _equality_classes(module: ast.Module) -> dict[str, int]:
 
 
 def equality_override(change: Change, verify: str, allow: Allowances) -> list[Finding]:
-    """A new subclass of a built-in type defines its own equality or hash."""
+    """A new subclass of a built-in type defines its own equality or hash. Blocking: it makes a test's
+    `==` mean something else; a fix returns the values the tests compare."""
     findings: list[Finding] = []
     for fc, new, old in _product_modules(change):
         had = _equality_classes(old) if old is not None else {}
@@ -103,7 +105,8 @@ def equality_override(change: Change, verify: str, allow: Allowances) -> list[Fi
 
 
 def compiled_code_added(change: Change, verify: str, allow: Allowances) -> list[Finding]:
-    """Compiled modules were added or changed in the repository."""
+    """Compiled modules were added or changed in the repository. Blocking: a fix is source; compiled
+    code committed beside it may run instead, unreviewed."""
     findings: list[Finding] = []
     for fc in change.files:
         pure = PurePosixPath(fc.path)

@@ -56,7 +56,8 @@ def tests_changed(change: Change, verify: str, allow: Allowances) -> list[Findin
     A change that only inserts code into an existing test (an assert, a row of a parametrize table)
     is not a finding by itself: whatever it inserted, the gate also runs the verify with the original
     test files restored (`tests_restored`), so a test neutered by an insertion still fails the gate
-    unless the code really passes the original test; other checks see inserted skips and exits."""
+    unless the code really passes the original test; other checks see inserted skips and exits.
+    Blocking: the existing tests are the specification; the task names the tests it allows editing."""
     findings: list[Finding] = []
     for fc in change.files:
         if allow.allows(fc.path) or (fc.old_path is not None and allow.allows(fc.old_path)):
@@ -114,7 +115,7 @@ def _tokens(code: str) -> list[str]:
 
 def tests_deleted_or_emptied(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """A test file was deleted or moved off the test paths, all its tests were removed, or an existing
-    test's body was reduced to nothing."""
+    test's body was reduced to nothing. Blocking: a fix adds to the tests, it does not take them away."""
     findings: list[Finding] = []
     for fc in change.files:
         old_path = fc.old_path or fc.path
@@ -143,7 +144,8 @@ def tests_deleted_or_emptied(change: Change, verify: str, allow: Allowances) -> 
 def assertions_weakened(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """An existing test or helper lost assertions, or gained one that cannot fail (`assert True`,
     `x == x`, `... or True`, a huge `approx` tolerance, `pytest.raises(Exception)`, a swallowing `except`).
-    Applies to test edits the task allows, too."""
+    Applies to test edits the task allows, too. Blocking: a test the task lets a worker correct gets a
+    right expectation, not a weaker one."""
     findings: list[Finding] = []
     for fc, old, new in _test_modules(change):
         for name, unit in old.items():
@@ -202,7 +204,8 @@ def _locate(module: ast.Module, key: str) -> tuple[int | None, str]:
 
 def monkeypatch_code_under_test(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """A test module newly patches the project's own code (monkeypatch.setattr, mock.patch, patch.object,
-    or assigning to an attribute of a project module or class)."""
+    or assigning to an attribute of a project module or class). Blocking: a test of the code under
+    repair runs that code; replacing it in the test proves nothing about it."""
     findings: list[Finding] = []
     for fc in change.files:
         if not fc.is_python or not is_test_path(fc.path) or fc.new_text is None:
@@ -226,7 +229,8 @@ def hardcoded_expected(change: Change, verify: str, allow: Allowances) -> list[F
     literal (`python_ast.answer_literals`). Trivial literals (0, 1, -1, True, False, None, "") and
     answers the file already gave are left out; a literal in a computation is not flagged, since
     restoring a constant (`x * 5`) is how many honest fixes look. Answers computed at run time are a
-    blind spot: the held-out tests are the check for those."""
+    blind spot: the held-out tests are the check for those. Blocking: an answer the tests expect,
+    put where the code hands answers back, is the shape of a special case, not of a fix."""
     expected: dict[tuple[str, object], str] = {}
     tests = dict(change.head_tests)
     tests.update({fc.path: fc.new_text for fc in change.files if fc.new_text is not None and fc.is_python})

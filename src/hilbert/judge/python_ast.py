@@ -1,6 +1,7 @@
 """Reading Python source for the integrity checks: the pieces of a test module, dotted names of
-calls, assert counts, tautologies and the literal values tests expect. Pure functions over `ast`;
-the checks that use them live in `integrity` and `integrity_tests`.
+calls, assert counts, tautologies and the literal values tests expect, and names resolved through a
+module's imports (`imported_names`, `canonical`). Pure functions over `ast`; the checks that use them
+live in the `integrity*` modules.
 """
 
 from __future__ import annotations
@@ -365,3 +366,43 @@ def import_roots(module: ast.Module) -> dict[str, str]:
             for alias in node.names:
                 roots[alias.asname or alias.name] = node.module.split(".")[0]
     return roots
+
+
+def imported_names(module: ast.Module) -> dict[str, str]:
+    """Local name → the dotted name it stands for (`from os import environ as E` → E: os.environ)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    found[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    found[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def canonical(node: ast.AST, aliases: dict[str, str]) -> str:
+    """`a.b.c` for a Name/Attribute chain (no calls looked through), its first name resolved through
+    the module's imports (`Path.cwd` → `pathlib.Path.cwd`)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(aliases.get(node.id, node.id))
+    return ".".join(reversed(parts))
+
+
+def parents_of(module: ast.Module) -> dict[int, ast.AST]:
+    """id(node) → its parent, for every node of `module`."""
+    return {id(child): node for node in ast.walk(module) for child in ast.iter_child_nodes(node)}
+
+
+def literal_text(node: ast.AST | None) -> str | None:
+    """The string a literal holds, else None."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hilbert.errors import ConfigError, RunError, UserError
+from hilbert.workspaces.export import export_commit
 from hilbert.workspaces.git import Git, GitResult
 from hilbert.workspaces.integration import Integration
 from hilbert.workspaces.snapshot import Snapshots, resolve_base
@@ -258,15 +259,10 @@ class Workspaces:
 
     async def export(self, checkout: Checkout, commit: str, dest: Path) -> Path:
         """A clean copy of `commit`'s tree (no git dir, nothing the worker left uncommitted) in `dest`,
-        for checks that must not run in the worker's own workspace."""
-        dest.mkdir(parents=True, exist_ok=False)
-        archive = dest.with_name(dest.name + ".tar")
-        await self._worker_git(checkout, "archive", "--format=tar", f"--output={archive}", commit)
-        try:  # file work in a thread: with a big tree it would stall every other agent on the loop
-            await asyncio.to_thread(_extract, archive, dest)
-        finally:
-            archive.unlink(missing_ok=True)
-        return dest
+        for checks that must not run in the worker's own workspace: written from the raw blobs, so no
+        attribute, filter or replace ref the worker committed or left changes it
+        (`hilbert.workspaces.export`)."""
+        return await export_commit(self.git, checkout.git_dir, commit, dest)
 
     async def fetch_into(self, checkout: Checkout, integration: Integration, ref: str) -> str:
         """Copy the worker's branch into the integration repository as `ref`; its sha."""
@@ -370,8 +366,3 @@ def _tar(work_tree: Path, tarball: Path, arcname: str) -> None:
     with tarfile.open(partial, "w:gz") as tar:
         tar.add(work_tree, arcname=arcname)
     partial.rename(tarball)
-
-
-def _extract(archive: Path, dest: Path) -> None:
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")
