@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from judge_support import commit, git, make_repo, replace
 
-from hilbert.commands import Runner, command_env
+from hilbert.commands import Runner, Timeout, command_env
 from hilbert.judge.gate import GateResult, describe, run_gate
 from hilbert.judge.gate_steps import EXIT_ONLY
 from hilbert.judge.perturb import NO_FAKETIME, Perturbation, faketime_library
+from hilbert.judge.testruns import Controls, TestRun, run_tests
 from hilbert.workspaces.git import Git
 
 VERIFY = "python -m pytest -q tests/test_ops.py::test_scale tests/test_ops.py::test_add"
@@ -147,10 +148,10 @@ CHEATS = {
         "infra_removed",
         "1 test(s) failed: tests/test_ops.py::test_scale",
     ),
-    "the product tells a test run from its argv": (
+    "the product tells a test run from its argv": (  # static reading sees this one first
         {"calc/ops.py": SNIFFING},
-        "perturbed",
-        "tests/test_ops.py::test_scale passes as usual but is failed in perturbed conditions",
+        "integrity",
+        "runtime_introspection",
     ),
 }
 
@@ -159,7 +160,7 @@ CHEATS = {
 def test_each_cheat_fools_a_plain_export_but_not_the_gate(
     tmp_path: Path, edits: dict, step: str, finding: str
 ) -> None:
-    result = gate(tmp_path, edits, heldout=step == "perturbed")
+    result = gate(tmp_path, edits, heldout=False)
     assert plain_export_passes(tmp_path), "not a cheat: verify fails on a plain export"
     steps = {s.name: s for s in result.steps}
     assert result.verdict == "not_done" and not steps[step].passed, describe(result)
@@ -214,7 +215,6 @@ def test_scale_of_huge_numbers():
 MARKERS = replace('testpaths = ["tests"]\n', 'testpaths = ["tests"]\nmarkers = ["arithmetic: plain sums"]\n')
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15: declarative configuration is still an integrity finding")
 def test_an_honest_fix_with_test_infrastructure_passes_every_step(tmp_path: Path) -> None:
     """A new conftest with a fixture that waits on a thread, a marker registered in the configuration
     (the base runs with --strict-markers), a new test that sleeps and one that skips: all pass,
@@ -275,3 +275,25 @@ def test_a_missing_libfaketime_skips_the_clock_and_says_so(monkeypatch: pytest.M
     again = Perturbation.draw("seed")
     assert (again.order, again.clock_days, again.folder) == (drawn.order, drawn.clock_days, drawn.folder)
     assert Perturbation.draw().seed != Perturbation.draw().seed  # a fresh secret seed per gate run
+
+
+def test_in_a_perturbed_run_the_code_under_test_sees_neither_the_runner_variable_nor_its_argv(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_probe.py").write_text(
+        "import os, sys\n\n\ndef test_probe():\n"
+        "    assert 'PYTEST_CURRENT_TEST' not in os.environ and sys.argv == ['python']\n"
+        "    assert not any(k.startswith('HILBERT_GATE') for k in os.environ)\n"
+    )
+    runner = Runner.unsandboxed(command_env(hilbert_python_first=True))
+
+    async def both() -> tuple[TestRun, TestRun]:
+        command = "python -m pytest -q -p no:cacheprovider test_probe.py"
+        plain = await run_tests(runner, command, tmp_path, Controls(), timeout=Timeout(60, "test"))
+        hidden = await run_tests(runner, command, tmp_path, Controls(hide=True), timeout=Timeout(60, "test"))
+        return plain, hidden
+
+    plain, hidden = asyncio.run(both())
+    assert plain.outcomes and plain.outcomes.outcomes == {"test_probe.py::test_probe": "failed"}
+    assert hidden.outcomes and hidden.outcomes.outcomes == {"test_probe.py::test_probe": "passed"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_probe.py"]  # the reporter left nothing

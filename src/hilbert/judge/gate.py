@@ -31,7 +31,7 @@ from hilbert.commands import Runner
 from hilbert.judge.change import Allowances, change_between, is_test_path
 from hilbert.judge.evidence import Step
 from hilbert.judge.gate_steps import Steps, heldout_command, infrastructure, new_test_files
-from hilbert.judge.integrity import integrity_findings, left_out_findings
+from hilbert.judge.integrity import blocking, integrity_findings, left_out_findings
 from hilbert.judge.perturb import Perturbation
 from hilbert.judge.verdict import JudgeBrief, JudgeOpinion, VerdictName, ask_judge
 from hilbert.models.types import Model
@@ -147,11 +147,13 @@ async def run_gate(
     change = await change_between(Path(repo), base, head, git)
     findings = integrity_findings(change, verify=verify, allow=allowed)
     noted = tuple(str(f) for f in left_out_findings(left_out))
-    refusing = [f for f in findings if getattr(f, "blocking", True)]
+    refusing = blocking(findings)
+    advisory = len(findings) - len(refusing)
     integrity = Step(
         "integrity",
         not refusing,
-        f"{len(refusing)} finding(s)" if refusing else "no check saw tampering",
+        (f"{len(refusing)} blocking finding(s)" if refusing else "no check saw tampering")
+        + (f"; {advisory} advisory (for the judge model and the panel)" if advisory else ""),
         tuple(str(f) for f in findings) + noted,
         found=tuple((f.check, f.path) for f in refusing),
     )

@@ -24,7 +24,6 @@ import hashlib
 import json
 import shlex
 import shutil
-import tarfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -32,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from hilbert.commands import Output, Runner, verify_timeout
 from hilbert.judge.change import Allowances, FileChange, is_test_path
 from hilbert.judge.evidence import Step
+from hilbert.judge.export import export_commit
 from hilbert.judge.perturb import Perturbation
 from hilbert.judge.pytest_config import CANDIDATES, base_options, compose_ini
 from hilbert.judge.testruns import Controls, Outcomes, TestRun, run_tests
@@ -82,11 +82,6 @@ class Reference:
         return Controls(ini=ini, rootdir=self.outcomes.rootdir or ".", plugins=self.outcomes.plugins)
 
 
-def _extract(archive: Path, dest: Path) -> None:
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")
-
-
 class Steps:
     def __init__(
         self,
@@ -113,19 +108,12 @@ class Steps:
     # -- exports and runs -------------------------------------------------------------------------
 
     async def export(self, commit: str, where: Path | None = None) -> Path:
+        """`commit`'s tree from its raw blobs (`export_commit`: no attribute, filter or replace ref
+        of the commit's steers it) in a new folder."""
         self.exports += 1
         tree = where or self.scratch / f"export-{self.exports}"
-        tree.mkdir(parents=True)
-        archive = self.scratch / f"export-{self.exports}.tar"
-        files = await self.git.run("ls-tree", "--name-only", commit, cwd=self.repo)
-        if not files.stdout.strip():
-            return tree  # the empty tree (a base before the first commit): nothing to extract
-        await self.git.run("archive", "--format=tar", f"--output={archive}", commit, cwd=self.repo)
-        try:
-            await asyncio.to_thread(_extract, archive, tree)
-        finally:
-            archive.unlink(missing_ok=True)
-        return tree
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        return await export_commit(self.git, self.repo, commit, tree)
 
     async def run(self, name: str, command: str, tree: Path, controls: Controls) -> TestRun:
         on_wait = self.on_wait

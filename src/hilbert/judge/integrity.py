@@ -126,14 +126,21 @@ def _selection_tokens(module: ast.Module) -> list[tuple[str, int]]:
 def skip_markers_added(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """New skip/skipif/xfail markers, pytest.skip(), unittest skips, expectedFailure, `collect_ignore`,
     collection hooks, or `-k`/`--deselect`/`--ignore` in any changed file. Blocking: a fix makes the
-    failing tests pass; making them not run is never part of one (a new test that skips on a platform
-    can say so to the task)."""
+    failing tests pass; making them not run is never part of one. Advisory in a new test module that
+    is not a conftest: its skips and xfails reach only its own new tests (the gate's verify step
+    notes those, and fails any existing test that does not run), and a new test that skips on a
+    platform or documents a known limit is honest work."""
     findings: list[Finding] = []
     for fc in _texts(change):
         if fc.is_python:
+            own = (
+                fc.status == "added"
+                and is_test_path(fc.path)
+                and PurePosixPath(fc.path).name != "conftest.py"
+            )
             for key, line in _added_tokens(fc, _selection_tokens):
                 message = f"{fc.path} newly uses {key}, which skips or deselects tests"
-                findings.append(Finding("skip_markers_added", fc.path, line, message))
+                findings.append(Finding("skip_markers_added", fc.path, line, message, blocking=not own))
         else:
             for line, text in added_lines(fc.old_text, fc.new_text):
                 if match := SELECTION_FLAGS.search(text):

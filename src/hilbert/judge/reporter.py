@@ -79,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    if _settings["HILBERT_GATE_HIDE"]:  # pytest has read its arguments: the product sees a neutral argv
+        sys.argv = ["python"]
     plugins = sorted(
         {getattr(plugin, "__name__", "") for plugin, _dist in config.pluginmanager.list_plugin_distinfo()}
         - {""}
@@ -110,14 +112,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    if _settings["HILBERT_GATE_HIDE"]:
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
+    if _settings["HILBERT_GATE_HIDE"]:  # pytest set it just before: the test function does not see it
         os.environ.pop("PYTEST_CURRENT_TEST", None)
-        saved, sys.argv = sys.argv, ["python"]
-        try:
-            return (yield)
-        finally:
-            sys.argv = saved
     return (yield)
 
 

@@ -96,6 +96,8 @@ class Outcomes:
 
 @dataclass(frozen=True)
 class TestRun:
+    __test__ = False  # not a test class, whatever its name
+
     ran: Ran
     outcomes: Outcomes | None  # None: no pytest started — exit status only
 
