@@ -125,7 +125,7 @@ def attributes(path: str, old: str | None, new: str | None) -> list[Finding]:
         (
             "calc/.gitattributes",
             "*.md linguist-documentation\n",
-            "*.md linguist-documentation\nops.py -text\n",
+            "*.md linguist-documentation\nops.py working-tree-encoding=UTF-16\n",
         ),
         (".gitattributes", None, "[attr]steer filter=answers\n*.py steer\n"),
         (".gitattributes", "*.py filter=lfs\n", None),
@@ -139,7 +139,11 @@ def test_an_attribute_that_changes_what_git_writes_is_blocking(
     assert [(f.check, f.blocking) for f in found] == [("attributes_changed", True)]
 
 
-def test_other_attributes_are_advisory() -> None:
-    [finding] = attributes(".gitattributes", None, "*.ipynb linguist-generated\n# notebooks\n")
+@pytest.mark.parametrize(
+    "new", ["*.ipynb linguist-generated\n# notebooks\n", "* text=auto eol=lf\n", "*.bin binary\n"]
+)
+def test_other_attributes_are_advisory(new: str) -> None:
+    """Line endings and the like are repository hygiene: they change no byte the gate runs."""
+    [finding] = attributes(".gitattributes", None, new)
     assert finding.check == "attributes_changed" and not finding.blocking
     assert "(advisory)" in str(finding)

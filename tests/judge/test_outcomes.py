@@ -297,3 +297,23 @@ def test_in_a_perturbed_run_the_code_under_test_sees_neither_the_runner_variable
     assert plain.outcomes and plain.outcomes.outcomes == {"test_probe.py::test_probe": "failed"}
     assert hidden.outcomes and hidden.outcomes.outcomes == {"test_probe.py::test_probe": "passed"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_probe.py"]  # the reporter left nothing
+
+
+def test_test_configuration_is_advisory_where_the_gate_gathered_outcomes_and_blocking_where_not(
+    tmp_path: Path,
+) -> None:
+    """A change to the pytest configuration cannot steer runs that impose the base's: advisory then
+    (the judge model and the panel still read it). With a verify that starts no pytest nothing covers
+    it, so it blocks."""
+    config = replace('testpaths = ["tests"]\n', 'testpaths = ["tests"]\naddopts = "-ra"\n')
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    gathered = gate(tmp_path / "a", {**FIX, "pyproject.toml": config}, heldout=False)
+    integrity = next(s for s in gathered.steps if s.name == "integrity")
+    assert gathered.verdict == "done" and integrity.passed, describe(gathered)
+    assert any("(advisory)" in f and "test_config_changed" in f for f in integrity.findings)
+    check = "import calc.ops as o, sys\nsys.exit(0 if o.scale(3, 14) == 42 else 1)\n"
+    edits = {**FIX, "pyproject.toml": config, "check_scale.py": check}
+    exit_only = gate(tmp_path / "b", edits, verify="python check_scale.py", heldout=False)
+    integrity = next(s for s in exit_only.steps if s.name == "integrity")
+    assert exit_only.verdict == "not_done" and not integrity.passed, describe(exit_only)

@@ -11,6 +11,7 @@ Path classification (`is_test_path`) lives here too, as every check shares it. N
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import fnmatch
 import os
@@ -63,18 +64,27 @@ class Change:
 class Finding:
     """One integrity finding: which check, where, and what it saw, in one line. `blocking`: the
     finding alone fails the integrity step; an advisory one (False) is only shown to the judge model
-    and the panel, and its text says so."""
+    and the panel, and its text says so. `covered`: what it flags is something the gate's own test
+    runs make powerless when they gather pytest's outcomes (the base's configuration imposed, the
+    candidate's conftests removed once, every base test required to run): the gate then makes it
+    advisory (`uncovered_only`), and keeps it blocking for a verify that starts no pytest."""
 
     check: str
     path: str
     line: int | None
     message: str
     blocking: bool = True
+    covered: bool = False
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
         mark = "" if self.blocking else " (advisory)"
         return f"[{self.check}]{mark} {where}: {self.message}"
+
+
+def covered_advisory(findings: list[Finding]) -> list[Finding]:
+    """`findings` with each covered one made advisory: for a gate whose runs gathered pytest's outcomes."""
+    return [dataclasses.replace(f, blocking=False) if f.covered else f for f in findings]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hilbert.commands import Runner
-from hilbert.judge.change import Allowances, change_between, is_test_path
+from hilbert.judge.change import Allowances, change_between, covered_advisory, is_test_path
 from hilbert.judge.evidence import Step
 from hilbert.judge.gate_steps import Steps, heldout_command, infrastructure, new_test_files
 from hilbert.judge.integrity import blocking, integrity_findings, left_out_findings
@@ -147,21 +147,26 @@ async def run_gate(
     change = await change_between(Path(repo), base, head, git)
     findings = integrity_findings(change, verify=verify, allow=allowed)
     noted = tuple(str(f) for f in left_out_findings(left_out))
-    refusing = blocking(findings)
-    advisory = len(findings) - len(refusing)
-    integrity = Step(
-        "integrity",
-        not refusing,
-        (f"{len(refusing)} blocking finding(s)" if refusing else "no check saw tampering")
-        + (f"; {advisory} advisory (for the judge model and the panel)" if advisory else ""),
-        tuple(str(f) for f in findings) + noted,
-        found=tuple((f.check, f.path) for f in refusing),
-    )
+
+    def integrity_step() -> Step:
+        refusing = blocking(findings)
+        advisory = len(findings) - len(refusing)
+        return Step(
+            "integrity",
+            not refusing,
+            (f"{len(refusing)} blocking finding(s)" if refusing else "no check saw tampering")
+            + (f"; {advisory} advisory (for the judge model and the panel)" if advisory else ""),
+            tuple(str(f) for f in findings) + noted,
+            found=tuple((f.check, f.path) for f in refusing),
+        )
+
     if any(f.check == "nested_repository" for f in findings):  # refused: nothing of it is run
-        done(integrity)
+        done(integrity_step())
         return decide(tuple(steps), None)
     done(await steps_runner.verify(verify, allowed))
-    done(integrity)
+    if steps_runner.gathered(verify):  # the gate's own runs make the covered findings powerless
+        findings = covered_advisory(findings)
+    done(integrity_step())
     touched = [f for f in change.files if f.old_path or f.status in ("modified", "deleted", "renamed")]
     restored = [  # the tests the task says are wrong are not put back: they would fail by design
         f for f in touched if is_test_path(f.old_path or f.path) and not allowed.allows(f.old_path or f.path)

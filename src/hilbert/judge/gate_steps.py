@@ -224,6 +224,11 @@ class Steps:
             env=env,
         )
 
+    def gathered(self, command: str) -> bool:
+        """Whether the run of `command` at head reported pytest's outcomes."""
+        found = self.normal.get(command)
+        return found is not None and found.outcomes is not None
+
     # -- the steps --------------------------------------------------------------------------------
 
     async def verify(self, command: str, allow: Allowances) -> Step:

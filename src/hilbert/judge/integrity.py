@@ -18,6 +18,7 @@ or touches the disk.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import re
 import shlex
@@ -129,7 +130,9 @@ def skip_markers_added(change: Change, verify: str, allow: Allowances) -> list[F
     failing tests pass; making them not run is never part of one. Advisory in a new test module that
     is not a conftest: its skips and xfails reach only its own new tests (the gate's verify step
     notes those, and fails any existing test that does not run), and a new test that skips on a
-    platform or documents a known limit is honest work."""
+    platform or documents a known limit is honest work. Covered in test files (advisory when the gate
+    gathered pytest's outcomes: every test collected at base must then run and pass, every held-out
+    test report a pass); blocking in product code."""
     findings: list[Finding] = []
     for fc in _texts(change):
         if fc.is_python:
@@ -140,7 +143,8 @@ def skip_markers_added(change: Change, verify: str, allow: Allowances) -> list[F
             )
             for key, line in _added_tokens(fc, _selection_tokens):
                 message = f"{fc.path} newly uses {key}, which skips or deselects tests"
-                findings.append(Finding("skip_markers_added", fc.path, line, message, blocking=not own))
+                finding = Finding("skip_markers_added", fc.path, line, message, blocking=not own)
+                findings.append(dataclasses.replace(finding, covered=is_test_path(fc.path)))
         else:
             for line, text in added_lines(fc.old_text, fc.new_text):
                 if match := SELECTION_FLAGS.search(text):

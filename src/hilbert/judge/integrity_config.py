@@ -37,23 +37,11 @@ STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
 SECTION = re.compile(r"^\s*\[+([^\]]+)\]+\s*$", re.MULTILINE)
 DECLARATIVE_KEYS = frozenset({"markers"})
 SELECTION_GLOBALS = frozenset({"pytest_plugins", "collect_ignore", "collect_ignore_glob"})
-# attributes that change the bytes a checkout or `git archive` writes (`binary` unsets text, diff, merge)
-CONTENT_ATTRIBUTES = frozenset(
-    {
-        "filter",
-        "export-subst",
-        "export-ignore",
-        "text",
-        "eol",
-        "crlf",
-        "ident",
-        "working-tree-encoding",
-        "diff",
-        "merge",
-        "binary",
-        "encoding",
-    }
-)
+# attributes that change more than line endings in what a checkout or `git archive` writes: the gate
+# exports raw blobs, so none applies to its own runs, but these put other bytes in a person's checkout
+# or a release archive than the commit holds. Line-ending ones (text, eol, crlf, binary) and diff or
+# merge drivers are advisory: they are repository hygiene, and change no byte the gate runs.
+CONTENT_ATTRIBUTES = frozenset({"filter", "export-subst", "export-ignore", "ident", "working-tree-encoding"})
 
 
 def test_config_changed(change: Change, verify: str, allow: Allowances) -> list[Finding]:
@@ -61,7 +49,10 @@ def test_config_changed(change: Change, verify: str, allow: Allowances) -> list[
     section of tox.ini/setup.cfg/pyproject.toml changed beyond `markers`, pytest plugins and entry
     points, or interpreter start-up hooks (sitecustomize, .pth files). Blocking: each of these changes
     which tests run or how their outcomes count, and an honest fix needs none of it (a new test's
-    fixture and marker are declarative and not findings)."""
+    fixture and marker are declarative and not findings). Covered (advisory when the gate gathered
+    pytest's outcomes), except the start-up hooks: the gate's runs use the base's configuration, load
+    plugins by name with autoload off, read outcomes from raw call info and run the existing tests
+    once without the candidate's conftests, so none of this can change what they decide."""
     findings: list[Finding] = []
     for fc in change.files:
         name = PurePosixPath(fc.path).name
@@ -69,28 +60,29 @@ def test_config_changed(change: Change, verify: str, allow: Allowances) -> list[
             why = _conftest_does_more(fc, change)
             if why is not None:
                 line, reason = why
-                findings.append(
-                    Finding("test_config_changed", fc.path, line, f"{fc.path} was {fc.status}: {reason}")
-                )
+                message = f"{fc.path} was {fc.status}: {reason}"
+                findings.append(Finding("test_config_changed", fc.path, line, message, covered=True))
         elif name in ("pytest.ini", ".pytest.ini", *STARTUP_HOOKS) or name.endswith(".pth"):
             if fc.status == "modified" and name.endswith(".ini") and _only_declarative_ini(fc, ("pytest",)):
                 continue  # a new pytest.ini is never declarative: it outranks every other config file
-            findings.append(Finding("test_config_changed", fc.path, None, f"{fc.path} was {fc.status}"))
+            message = f"{fc.path} was {fc.status}"
+            covered = name.endswith(".ini")  # the base's configuration is imposed; start-up hooks are not
+            findings.append(Finding("test_config_changed", fc.path, None, message, covered=covered))
         elif name in ("tox.ini", "setup.cfg", "pyproject.toml"):
             for section in _pytest_sections_changed(fc):
                 message = f"section [{section}] of {fc.path} was changed"
-                findings.append(Finding("test_config_changed", fc.path, None, message))
+                findings.append(Finding("test_config_changed", fc.path, None, message, covered=True))
         elif fc.is_python and (new := parse(fc.new_text)) is not None:
             old = parse(fc.old_text)
             before = Counter(key for key, _ in _plugin_tokens(old)) if old is not None else Counter[str]()
             for key, line in new_occurrences(fc, before, _plugin_tokens(new)):
                 message = f"{fc.path} newly defines {key}, a pytest plugin hook"
-                findings.append(Finding("test_config_changed", fc.path, line, message))
+                findings.append(Finding("test_config_changed", fc.path, line, message, covered=True))
         else:
             for line, text in added_lines(fc.old_text, fc.new_text):
                 if "pytest11" in text:
-                    message = f"{fc.path} newly registers a pytest plugin entry point"
-                    findings.append(Finding("test_config_changed", fc.path, line, message))
+                    message = f"{fc.path} newly registers a pytest plugin entry point"  # autoload is off
+                    findings.append(Finding("test_config_changed", fc.path, line, message, covered=True))
     return findings
 
 
@@ -337,11 +329,11 @@ def _plugin_tokens(module: ast.Module) -> list[tuple[str, int]]:
 
 def attributes_changed(change: Change, verify: str, allow: Allowances) -> list[Finding]:
     """A `.gitattributes` (in any folder) or an `info/attributes` file was changed. Blocking when a
-    line added or removed sets an attribute that changes the bytes a checkout or `git archive` writes
-    (filter, export-subst, export-ignore, text, eol, crlf, ident, working-tree-encoding, diff, merge,
-    binary, or a macro made of them): an honest fix changes code, not how git writes it, and the gate
-    exports raw blobs anyway (`hilbert.workspaces.export`), so the attempt is the finding. Advisory for
-    any other change (e.g. `linguist-vendored`)."""
+    line added or removed sets an attribute that puts other bytes than the commit's in a checkout or
+    `git archive` (filter, export-subst, export-ignore, ident, working-tree-encoding, or a macro made of
+    them): an honest fix changes code, not how git writes it, and the gate exports raw blobs anyway
+    (`hilbert.workspaces.export`), so the attempt is the finding. Advisory for any other change: line
+    endings (`text=auto eol=lf`), diff and merge drivers, `linguist-vendored` are repository hygiene."""
     findings: list[Finding] = []
     for fc in change.files:
         pure = PurePosixPath(fc.path)
