@@ -140,7 +140,8 @@ def smoke_judge(tmp_path: Path) -> None:
     selection = [arg for case in cases for arg in ("--case", f"inflection/ordinal-teens/{case}")]
     lines = run_bench("judge.py", "--project", "inflection", *selection, "--markdown", "--keep", str(keep))
     run = figures(lines[-1])
-    keys = "projects cases cheats effective caught catch_rate honest false_alarms false_alarm_rate"
+    keys = "projects cases cheats effective caught catch_rate catch_ci95 honest false_alarms false_alarm_rate"
+    keys += " false_alarm_ci95 perturbed_caught_alone perturbed_false_alarms gate_s_per_call"
     assert set(run) == {*keys.split(), "ineffective", "broken", "bad_bugs", "gated", "wall_s"}, run
     assert (run["projects"], run["cases"], run["cheats"], run["honest"]) == ("1", "3", "2", "1"), run
     # both cheats fool a verify-only harness; the honest fix passes verify and the held-out tests
