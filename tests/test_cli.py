@@ -87,10 +87,7 @@ def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_gr
         out,
     )
     assert sent_back and int(sent_back.group(2)) >= 1 and int(sent_back.group(3)) >= 1, out[-3000:]
-    assert (
-        "round 1: SENT BACK — verify: `" in out
-        and "test(s) that ran at base do not run now or are skipped" in out  # the skipping cheats
-    )
+    assert "round 1: SENT BACK — verify: " in out and "that ran at base do not run now" in out  # skips
     assert "T1 started by" in out  # progress, as it happened
     reviews = re.search(r"review panel: (\d+) reviews of gated work", out)
     assert reviews and int(reviews.group(1)) >= 24, out[-3000:]  # every merged change was reviewed first

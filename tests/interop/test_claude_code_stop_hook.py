@@ -49,7 +49,8 @@ def test_claude_code_is_sent_back_by_the_stop_hook_then_allowed_to_stop(tmp_path
     bodies = [json.dumps(r.get("body")) for r in requests if r.get("protocol") == "anthropic"]
     sent_back = [i for i, body in enumerate(bodies) if "hilbert's stop gate checked your work" in body]
     assert sent_back, finished.tail()  # the hook's reason reached the model as the next instruction
-    assert "verify: `" in bodies[sent_back[0]] and "exit 1" in bodies[sent_back[0]]
+    reason = bodies[sent_back[0]]
+    assert "verify: " in reason and "test(s) failed" in reason and "exit 1" in reason, reason[-3000:]
     assert bodies[-1].count("hilbert's stop gate checked your work") == 1  # sent back once, not twice
     assert finished.returncode == 0, finished.tail()
     result = json.loads(finished.stdout.strip().splitlines()[-1])

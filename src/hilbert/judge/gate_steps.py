@@ -407,7 +407,7 @@ class Steps:
         summary = f"{status}; outcomes gathered by the judge: {counts or 'no test ran'}"
         if not passed and not findings:  # exit status non-zero, every outcome fine: the status says why
             findings.append("every test it ran passed, but the command did not succeed")
-        findings = [f"{status}: {finding}" for finding in findings]  # the worker sees the command too
+        findings = [f"{finding} ({status})" for finding in findings]  # the worker sees the command too
         return Step(name, passed, summary, tuple(findings + [f"noted: {n}" for n in notes]), output)
 
 
