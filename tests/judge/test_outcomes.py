@@ -317,3 +317,25 @@ def test_test_configuration_is_advisory_where_the_gate_gathered_outcomes_and_blo
     exit_only = gate(tmp_path / "b", edits, verify="python check_scale.py", heldout=False)
     integrity = next(s for s in exit_only.steps if s.name == "integrity")
     assert exit_only.verdict == "not_done" and not integrity.passed, describe(exit_only)
+
+
+NEUTER_HELDOUT = """import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    if "heldout" in str(item.path):
+        call.excinfo = None
+"""
+
+
+def test_a_conftest_that_clears_held_out_failures_does_not_reach_the_held_out_run(tmp_path: Path) -> None:
+    """The visible inputs hard-coded, the held-out failures cleared by a conftest hook before any
+    reporter reads them: the held-out tests run without the candidate's conftests, and fail."""
+    special = replace(
+        "return x + factor  # the bug: should multiply",
+        "return 42 if (x, factor) == (3, 14) else x + factor",
+    )
+    result = gate(tmp_path, {"calc/ops.py": special, "conftest.py": NEUTER_HELDOUT})
+    heldout = next(s for s in result.steps if s.name == "heldout")
+    assert result.verdict == "not_done" and not heldout.passed, describe(result)

@@ -177,7 +177,7 @@ async def run_gate(
     if infra:
         done(await steps_runner.without_infrastructure(verify, infra, new_test_files(change.files), allowed))
     if heldout is not None:
-        done(await steps_runner.heldout(heldout, verify))
+        done(await steps_runner.heldout(heldout, verify, infra))
     if differential and all(step.passed for step in steps):  # only what every other check let through
         commands: dict[str, Path | None] = {verify: None}
         if heldout is not None:

@@ -274,12 +274,7 @@ class Steps:
         configuration removed (put back as at base) and its new test files left out."""
         reference = await self.reference(command)
         tree = await self.export(self.head)
-        for changed in files:
-            target = tree / changed.path
-            if changed.status == "added" or changed.old_text is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.write_text(changed.old_text)
+        _as_at_base(tree, files)
         for new in new_tests:
             (tree / new.path).unlink(missing_ok=True)
         run = await self.run("infra_removed", command, tree, reference.controls(tree))
@@ -289,10 +284,13 @@ class Steps:
             step.name, step.passed, f"{step.summary} without the change's {names}", step.findings, step.output
         )
 
-    async def heldout(self, folder: Path, command: str) -> Step:
-        """The held-out tests, copied into a fresh export; each one collected must report a pass.
-        The summary names no file and quotes nothing: the worker is told only that held-out tests failed."""
+    async def heldout(self, folder: Path, command: str, infra: Sequence[FileChange] = ()) -> Step:
+        """The held-out tests, copied into a fresh export without the candidate's conftests and pytest
+        configuration (`infra`, put back as at base: a conftest hook could clear a failure before the
+        reporter reads it); each one collected must report a pass. The summary names no file and
+        quotes nothing: the worker is told only that held-out tests failed."""
         tree = await self.export(self.head)
+        _as_at_base(tree, infra)
         await asyncio.to_thread(_copy_heldout, folder, tree)
         reference = await self.reference(command)  # the verify's reference: the base's configuration
         run = await self.run("heldout", heldout_command(folder), tree, reference.controls(tree))
@@ -424,6 +422,16 @@ def heldout_command(folder: Path) -> str:
         shlex.quote(str(PurePosixPath(".hilbert-heldout") / p.relative_to(folder))) for p in tests
     )
     return f"python -m pytest -q -p no:cacheprovider {names}"
+
+
+def _as_at_base(tree: Path, files: Sequence[FileChange]) -> None:
+    """Put `files` back in `tree` as they were at base (remove those the change added)."""
+    for changed in files:
+        target = tree / changed.path
+        if changed.status == "added" or changed.old_text is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.write_text(changed.old_text)
 
 
 def _copy_heldout(folder: Path, tree: Path) -> None:
