@@ -34,8 +34,12 @@ def gate(
     verify: str = VERIFY,
     heldout: bool = True,
     perturbation: Perturbation | None = None,
+    base_edits: dict | None = None,
 ) -> GateResult:
+    """The gate on a commit of `edits` over the sample project (with `base_edits` committed first)."""
     repo = make_repo(tmp_path)
+    if base_edits:
+        commit(repo, base_edits)
     base = git(repo, "rev-parse", "HEAD")
     head = commit(repo, edits)
     (tmp_path / "home").mkdir(exist_ok=True)
@@ -223,36 +227,13 @@ def test_an_honest_fix_with_test_infrastructure_passes_every_step(tmp_path: Path
     repo_edits = {**FIX, "tests/conftest.py": CONFTEST_FIXTURE, "tests/test_more_ops.py": NEW_TESTS}
     verify = "python -m pytest -q tests"
     right = replace("ops.add(2, 2) == 5", "ops.add(2, 2) == 4")
-    commit(make_repo(tmp_path), {"pyproject.toml": strict, "tests/test_ops.py": right})  # the base
-    result = gate_at_head(tmp_path, {**repo_edits, "pyproject.toml": MARKERS}, verify)
+    base = {"pyproject.toml": strict, "tests/test_ops.py": right}
+    result = gate(tmp_path, {**repo_edits, "pyproject.toml": MARKERS}, verify=verify, base_edits=base)
     assert result.verdict == "done", describe(result)
     steps = {s.name: s for s in result.steps}
     assert [s.name for s in result.steps] == ["verify", "integrity", "infra_removed", "heldout", "perturbed"]
     assert any("noted: new test(s) skipped" in f for f in steps["verify"].findings)
     assert "outcomes gathered by the judge" in steps["verify"].summary
-
-
-def gate_at_head(tmp_path: Path, edits: dict, verify: str) -> GateResult:
-    """The gate on a commit of `edits` on top of the repository's HEAD (made by `make_repo` before)."""
-    repo = tmp_path / "repo"
-    base = git(repo, "rev-parse", "HEAD")
-    head = commit(repo, edits)
-    (tmp_path / "home").mkdir(exist_ok=True)
-    folder = tmp_path / "private" / "heldout"
-    folder.mkdir(parents=True)
-    (folder / "test_more.py").write_text(HELD_OUT)
-    return asyncio.run(
-        run_gate(
-            repo,
-            base,
-            head,
-            verify=verify,
-            scratch=tmp_path / "scratch",
-            git=Git(home=tmp_path / "home"),
-            runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
-            heldout=folder,
-        )
-    )
 
 
 def test_a_verify_that_starts_no_pytest_is_judged_on_its_exit_status_and_says_so(tmp_path: Path) -> None:
