@@ -7,16 +7,25 @@ with one kind of key taken from the candidate: `markers`, which only declares na
 decides what runs and how outcomes count (`addopts`, `testpaths`, `python_files`, plugins, ...) stays
 the base's, so a configuration the candidate changed or added cannot change it. Paths in `pythonpath`
 are made absolute (they are read relative to the ini file, which now lives elsewhere).
+
+Every value is split at every line break an ini reader knows (not only `\n`) and written one line per
+indented continuation, so no value can start a key of its own; a candidate's marker line that is not a
+marker declaration (`name`, `name(args)`, either with `: text`) is left out, and `refused_markers`
+names it for the evidence. `required_plugins` is not imposed: the base's plugins are loaded by module
+name with autoload off, which pytest's check (by distribution name) would not count.
 """
 
 from __future__ import annotations
 
 import configparser
+import re
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-DECLARATIVE = ("markers",)
+NOT_IMPOSED = ("required_plugins",)  # checked by distribution name: plugins loaded by `-p module` fail it
+MARKER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\(.*\))?(\s*:.*)?")  # `name`, `name(args)`, `...: text`
 SECTIONS = {
     "pytest.ini": "pytest",
     ".pytest.ini": "pytest",
@@ -29,7 +38,7 @@ CANDIDATES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.c
 def read_options(path: Path) -> dict[str, str | list[str]] | None:
     """The pytest options in the configuration file at `path` (None: it holds none, or is unreadable)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # as pytest reads it: UTF-8, a byte-order mark dropped
     except (OSError, UnicodeDecodeError):
         return None
     if path.name == "pyproject.toml":
@@ -45,7 +54,10 @@ def read_options(path: Path) -> dict[str, str | list[str]] | None:
             for k, v in table.items()
             if not isinstance(v, dict)
         }
-    parser = configparser.ConfigParser(interpolation=None)
+    # not strict: a duplicate key or section (which other tools reading the same file accept) does not
+    # lose the options; keys keep their case, as pytest reads them
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
         parser.read_string(text)
     except configparser.Error:
@@ -61,7 +73,26 @@ def _scalar(value: object) -> str:
 
 
 def _lines(value: str | list[str]) -> list[str]:
-    return value if isinstance(value, list) else [line.strip() for line in value.splitlines() if line.strip()]
+    """The lines of a value, split at every line break (`str.splitlines`: an ini reader splits there too)."""
+    items = value if isinstance(value, list) else [value]
+    return [line.strip() for item in items for line in str(item).splitlines() if line.strip()]
+
+
+def _is_marker(line: str) -> bool:
+    return MARKER.fullmatch(line) is not None and not any(
+        unicodedata.category(char).startswith("C") for char in line
+    )
+
+
+def _candidate_markers(head_tree: Path) -> tuple[list[str], list[str]]:
+    """The candidate's marker lines: (declarations, refused lines)."""
+    lines = declared(head_tree, "markers")
+    return [line for line in lines if _is_marker(line)], [line for line in lines if not _is_marker(line)]
+
+
+def refused_markers(head_tree: Path) -> list[str]:
+    """The lines of the candidate's `markers` that are not marker declarations (left out of the ini)."""
+    return _candidate_markers(head_tree)[1]
 
 
 def declared(tree: Path, key: str) -> list[str]:
@@ -83,12 +114,11 @@ def base_options(base_tree: Path, inifile: str | None) -> tuple[dict[str, str | 
 
 def compose_ini(options: Mapping[str, str | list[str]], where: str, head_tree: Path) -> str:
     """`options` as the text of a `[pytest]` ini file, with the candidate's markers added."""
-    merged: dict[str, str | list[str]] = dict(options)
-    for key in DECLARATIVE:
-        lines = _lines(options.get(key, []))
-        extra = [line for line in declared(head_tree, key) if line not in lines]
-        if lines or extra:
-            merged[key] = lines + extra
+    merged = {key: value for key, value in options.items() if key not in NOT_IMPOSED}
+    lines = _lines(options.get("markers", []))
+    extra = [line for line in _candidate_markers(head_tree)[0] if line not in lines]
+    if lines or extra:
+        merged["markers"] = lines + extra
     if "pythonpath" in merged:
         entries = " ".join(_lines(merged["pythonpath"])).split()
         merged["pythonpath"] = [str(head_tree / where / entry) for entry in entries]
@@ -98,8 +128,8 @@ def compose_ini(options: Mapping[str, str | list[str]], where: str, head_tree: P
         if isinstance(value, list) or len(lines) > 1:
             out.append(f"{key} =" + "".join(f"\n    {line}" for line in lines))
         else:
-            out.append(f"{key} = {value}".rstrip())
+            out.append(f"{key} = {lines[0]}" if lines else f"{key} =")
     return "\n".join(out) + "\n"
 
 
-__all__ = ["CANDIDATES", "base_options", "compose_ini", "declared", "read_options"]
+__all__ = ["CANDIDATES", "base_options", "compose_ini", "declared", "read_options", "refused_markers"]
