@@ -10,16 +10,24 @@ strict reader.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shlex
 from pathlib import Path
 
 import iniconfig
-from judge_support import replace
-from test_outcomes import FIX, gate
+import pytest
+from judge_support import git, make_repo, replace
+from test_outcomes import FIX, gate, plain_export_passes
 
+from hilbert.commands import Runner, command_env
 from hilbert.judge.evidence import Step
 from hilbert.judge.gate import GateResult, describe
+from hilbert.judge.gate_steps import Reference, Result, Steps
 from hilbert.judge.pytest_config import base_options, compose_ini, read_options
+from hilbert.security.sandbox import Sandbox
+from hilbert.settings import TimeoutSettings
+from hilbert.workspaces.git import Git
 
 TESTS = "python -m pytest -q tests"
 RIGHT = {"tests/test_ops.py": replace("ops.add(2, 2) == 5", "ops.add(2, 2) == 4")}  # base: all but scale pass
@@ -54,6 +62,108 @@ def test_a_marker_line_cannot_write_a_key_of_its_own_into_the_imposed_configurat
         "slow: takes a while",
         "integration(kind): talks to the network",
     ]
+
+
+ARITHMETIC_TEST = """import pytest
+
+from calc import ops
+
+
+@pytest.mark.arithmetic
+def test_scale_by_seven():
+    assert ops.scale(6, 7) == 42
+"""
+
+
+def test_an_injected_marker_line_changes_nothing_that_runs_and_honest_markers_still_register(
+    tmp_path: Path,
+) -> None:
+    """The base runs with --strict-markers; the candidate declares a marker its new test uses, and
+    hides `python_files = nothing_*` in another marker's text. The marker registers, the hidden key
+    does not reach the run (it would collect nothing), and the step notes the refused line."""
+    pyproject = replace(
+        'addopts = "--strict-markers"\n',
+        'addopts = "--strict-markers"\n'
+        + 'markers = ["arithmetic: plain sums", "fast: quick\\npython_files = nothing_*.py"]\n',
+    )
+    edits = {**FIX, "pyproject.toml": pyproject, "tests/test_more_ops.py": ARITHMETIC_TEST}
+    result = gate(
+        tmp_path, edits, verify=TESTS, heldout=False, base_edits={**RIGHT, "pyproject.toml": STRICT}
+    )
+    verify = step(result, "verify")
+    assert result.verdict == "done", describe(result)
+    assert "6 passed" in verify.summary, describe(result)
+    assert any(f.startswith("noted:") and "python_files" in f for f in verify.findings), describe(result)
+
+
+# -- 2. a verify that does not name pytest is still compared with the base --------------------------
+
+SHADOW = "import sys\n\nsys.exit(0)  # a `pytest` module of the project's own: `python -m pytest` runs this\n"
+HIDDEN = "#!/bin/sh\nunset PYTEST_ADDOPTS\npython -m pytest -q tests/test_ops.py::test_add\n"
+
+
+@pytest.mark.parametrize(
+    ("verify", "edits"),
+    [("make test", {"pytest.py": SHADOW}), ("bash scripts/check.sh", {"scripts/check.sh": HIDDEN})],
+    ids=["a module named pytest shadows it", "the script unsets PYTEST_ADDOPTS"],
+)
+def test_a_verify_that_ran_pytest_at_base_and_reports_none_at_head_fails(
+    tmp_path: Path, verify: str, edits: dict
+) -> None:
+    result = gate(tmp_path, edits, verify=verify, heldout=False)
+    assert plain_export_passes(tmp_path, verify), "not a cheat: verify fails on a plain export"
+    first = step(result, "verify")
+    assert result.verdict == "not_done" and not first.passed, describe(result)
+    assert any("ran pytest at base, but no pytest reported at head" in f for f in first.findings)
+
+
+# -- 3. the cache keeps only runs that finished, and reads back only what has the right shape -------
+
+
+def steps_on(repo: Path, where: Path, runner: Runner, cache: Path) -> Steps:
+    (where / "home").mkdir(parents=True, exist_ok=True)
+    base = git(repo, "rev-parse", "HEAD")
+    return Steps(
+        repo, where / "scratch", Git(home=where / "home"), runner, None, base=base, head=base, cache=cache
+    )
+
+
+def plain_runner(**timeouts: float) -> Runner:
+    return Runner.unsandboxed(command_env(hilbert_python_first=True), timeouts=TimeoutSettings(**timeouts))
+
+
+@pytest.mark.parametrize("how", ["timed out", "refused"])
+def test_a_base_run_that_did_not_finish_is_not_cached(tmp_path: Path, how: str) -> None:
+    repo, cache = make_repo(tmp_path), tmp_path / "cache"
+    ready = tmp_path / "ready"
+    command = f"test -f {shlex.quote(str(ready))} || sleep 60; {TESTS}"
+    if how == "timed out":
+        first_runner = plain_runner(verify_s=1.5)
+    else:
+        first_runner = Runner(Sandbox("refuse", why="no sandbox on this machine"), command_env())
+    first = asyncio.run(steps_on(repo, tmp_path / "1", first_runner, cache).reference(command))
+    assert first.outcomes is None and first.unfinished.startswith(how)  # the verify step notes it
+    ready.touch()
+    second = asyncio.run(steps_on(repo, tmp_path / "2", plain_runner(), cache).reference(command))
+    assert second.outcomes is not None and "tests/test_ops.py::test_add" in second.outcomes.collected
+
+
+def test_a_cache_entry_of_the_wrong_shape_is_ignored_and_made_again(tmp_path: Path) -> None:
+    repo, cache = make_repo(tmp_path), tmp_path / "cache"
+
+    async def both(steps: Steps) -> tuple[Reference, Result]:
+        reference = await steps.reference(TESTS)
+        return reference, await steps.at_base(TESTS, None, reference, perturbed=False)
+
+    reference, at_base = asyncio.run(both(steps_on(repo, tmp_path / "1", plain_runner(), cache)))
+    assert reference.outcomes is not None and at_base.table()["tests/test_ops.py::test_scale"] == "failed"
+    entries = sorted(cache.glob("*.json"))
+    bad = {"ok": "yes", "outcomes": {"collected": 5, "outcomes": []}, "options": ["x"], "where": 3}
+    for entry in entries:
+        entry.write_text(json.dumps(bad))
+    again = asyncio.run(both(steps_on(repo, tmp_path / "2", plain_runner(), cache)))
+    assert again[0] == reference and again[1].table() == at_base.table()
+    assert len(entries) == 2 and all(json.loads(entry.read_text()) != bad for entry in entries)
 
 
 # -- 4a. required_plugins: the base's plugins are loaded by name ------------------------------------

@@ -9,77 +9,40 @@ exports, with the judge's reporter gathering the outcomes itself (`hilbert.judge
   off with the base's plugins loaded by name, and is judged by `assess`: each test collected at base must
   pass at head, unless it did not run at base either (the base is run in full only to settle that); a
   session that ends without its end-of-session record fails; a new test that skips or xfails is noted,
-  not rejected; a verify that starts no pytest is judged on its exit status alone, and says so.
+  not rejected; a verify that reports no pytest at head fails when it ran pytest at base, and one
+  that starts none at base either is judged on its exit status alone, and says so.
 - **perturbed** runs verify and the held-out tests again under a `Perturbation`, and counts only the
   outcomes that changed at head but not at base under the same perturbation.
 
 Runs at base are cached in `cache` (a folder) per base tree, command and perturbation, so many gate
-calls on one base (a fleet) pay for them once. Nothing here writes outside `scratch` and `cache`.
+calls on one base (a fleet) pay for them once (`hilbert.judge.base_runs`: only runs that finished are
+kept, and an entry of the wrong shape is made again). Nothing here writes outside `scratch` and `cache`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import shlex
 import shutil
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from hilbert.commands import Output, Runner, verify_timeout
+from hilbert.judge.base_runs import NOT_STARTED, Reference, Result, RunCache, finished
 from hilbert.judge.change import Allowances, FileChange, is_test_path
 from hilbert.judge.evidence import Step
 from hilbert.judge.export import export_commit
 from hilbert.judge.perturb import Perturbation
-from hilbert.judge.pytest_config import CANDIDATES, base_options, compose_ini
-from hilbert.judge.testruns import Controls, Outcomes, TestRun, run_tests
+from hilbert.judge.pytest_config import CANDIDATES, base_options, refused_markers
+from hilbert.judge.testruns import Controls, TestRun, run_tests
 from hilbert.workspaces.git import Git
 
-EXIT = "(exit status)"  # the one "test" of a command that starts no pytest
 EXIT_ONLY = (
     "exit status only: the command started no pytest, so the judge could not see which tests ran "
     "or how each came out"
 )
 RAN = frozenset({"passed", "failed", "xpassed", "incomplete"})
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a run left for comparison: its exit status was 0, and the outcomes (None: no pytest)."""
-
-    ok: bool
-    outcomes: Outcomes | None
-
-    def table(self) -> dict[str, str]:
-        """Outcome per node id; a command without pytest has one entry, its exit status."""
-        if self.outcomes is None:
-            return {EXIT: "passed" if self.ok else "failed"}
-        return dict(self.outcomes.outcomes)
-
-    def to_json(self) -> dict[str, object]:
-        return {"ok": self.ok, "outcomes": None if self.outcomes is None else self.outcomes.to_json()}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> Result:
-        outcomes = data.get("outcomes")
-        return cls(bool(data["ok"]), Outcomes.from_json(outcomes) if isinstance(outcomes, dict) else None)
-
-
-@dataclass(frozen=True)
-class Reference:
-    """The base's reference for one command: its collection there and its pytest options."""
-
-    outcomes: Outcomes | None
-    options: dict[str, str | list[str]]
-    where: str  # the ini file's folder, relative to the tree
-
-    def controls(self, head_tree: Path) -> Controls:
-        if self.outcomes is None:
-            return Controls()
-        ini = compose_ini(self.options, self.where, head_tree)
-        return Controls(ini=ini, rootdir=self.outcomes.rootdir or ".", plugins=self.outcomes.plugins)
 
 
 class Steps:
@@ -102,7 +65,7 @@ class Steps:
         self.exports = 0
         self.normal: dict[str, Result] = {}  # command -> its run at head, for the perturbed step
         self._tree: str | None = None
-        self.memo: dict[str, dict[str, object]] = {}
+        self.runs = RunCache(cache)
         self.references: dict[str, Reference] = {}
 
     # -- exports and runs -------------------------------------------------------------------------
@@ -135,28 +98,13 @@ class Steps:
         return self._tree
 
     async def cached(
-        self, key: Sequence[str], make: Callable[[], Awaitable[dict[str, object]]]
+        self,
+        key: Sequence[str],
+        make: Callable[[], Awaitable[tuple[dict[str, object], bool]]],
+        valid: Callable[[dict[str, object]], bool],
     ) -> dict[str, object]:
-        """`make()`'s JSON, kept in the cache folder under `key` (with the base tree)."""
-        digest = hashlib.sha256(json.dumps([await self.base_tree_id(), *key]).encode()).hexdigest()[:32]
-        if digest in self.memo:
-            return self.memo[digest]
-        path = self.cache / f"{digest}.json" if self.cache else None
-        if path is not None and path.is_file():
-            try:
-                found = json.loads(path.read_text())
-                if isinstance(found, dict):
-                    self.memo[digest] = found
-                    return found
-            except (OSError, ValueError):
-                pass
-        value = self.memo[digest] = await make()
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part = path.with_suffix(f".{id(value)}.part")
-            part.write_text(json.dumps(value))
-            part.replace(path)
-        return value
+        """`make()`'s JSON, kept under `key` with the base tree (`RunCache.get`)."""
+        return await self.runs.get([await self.base_tree_id(), *key], make, valid)
 
     # -- the base as reference --------------------------------------------------------------------
 
@@ -164,7 +112,10 @@ class Steps:
         if command in self.references:
             return self.references[command]
 
-        async def collect() -> dict[str, object]:
+        unfinished = ""
+
+        async def collect() -> tuple[dict[str, object], bool]:
+            nonlocal unfinished
             tree = await self.export(self.base)
             run = await self.run("reference", command, tree, Controls(collect_only=True))
             options: dict[str, str | list[str]] = {}
@@ -172,16 +123,13 @@ class Steps:
             if run.outcomes is not None:
                 options, where = base_options(tree, run.outcomes.inifile)
             await asyncio.to_thread(shutil.rmtree, tree, True)
-            outcomes = None if run.outcomes is None else run.outcomes.to_json()
-            return {"outcomes": outcomes, "options": options, "where": where}
+            done = finished(run.ran)
+            if not done and (run.ran.refused is not None or run.ran.exit_code not in NOT_STARTED):
+                unfinished = run.ran.status()  # timed out, killed, refused: not a missing program
+            return Reference(run.outcomes, options, where).to_json(), done
 
-        data = await self.cached(("reference", command), collect)
-        outcomes = data.get("outcomes")
-        self.references[command] = Reference(
-            Outcomes.from_json(outcomes) if isinstance(outcomes, dict) else None,
-            dict(data.get("options") or {}),  # type: ignore[call-overload]
-            str(data.get("where") or "."),
-        )
+        data = await self.cached(("reference", command), collect, Reference.valid)
+        self.references[command] = replace(Reference.from_json(data), unfinished=unfinished)
         return self.references[command]
 
     async def at_base(
@@ -191,7 +139,7 @@ class Steps:
         or under this gate's perturbation; cached."""
         key = ("base", command, str(heldout or ""), self.perturbation.seed if perturbed else "")
 
-        async def make() -> dict[str, object]:
+        async def make() -> tuple[dict[str, object], bool]:
             tree = await self.export(self.base, self._perturbed_folder() if perturbed else None)
             if heldout is not None:
                 await asyncio.to_thread(_copy_heldout, heldout, tree)
@@ -200,9 +148,9 @@ class Steps:
                 controls = self._perturb(controls, tree)
             run = await self.run("base", command, tree, controls)
             await asyncio.to_thread(shutil.rmtree, tree.parent if perturbed else tree, True)
-            return Result(run.ran.ok, run.outcomes).to_json()
+            return Result(run.ran.ok, run.outcomes).to_json(), finished(run.ran)
 
-        return Result.from_json(await self.cached(key, make))
+        return Result.from_json(await self.cached(key, make, Result.valid))
 
     def _perturbed_folder(self) -> Path:
         self.exports += 1
@@ -234,19 +182,31 @@ class Steps:
     async def verify(self, command: str, allow: Allowances) -> Step:
         """The verify command at head. A command that names pytest gets the base's reference first;
         any other runs once as it is, and only if it turns out to start pytest (`make test`) is it
-        run again under the reference: a command without pytest costs no run at base."""
+        run again under the reference. One that reports no pytest at head is still collected at base
+        (cached: a command that never starts pytest costs that one run per base): if pytest reported
+        there, the script hid it from the reporter at head, and the step fails."""
         tree = await self.export(self.head)
         if not names_pytest(command):
             run = await self.run("verify", command, tree, Controls())
             if run.outcomes is None:
-                self.references[command] = Reference(None, {}, ".")
+                # only a pass needs the base: did pytest report there? (a failure fails as it is)
+                reference = await self.reference(command) if run.ran.ok else Reference(None, {}, ".")
                 self.normal[command] = Result(run.ran.ok, None)
-                return await self.assess("verify", command, run, self.references[command], allow, tree)
+                step = await self.assess("verify", command, run, reference, allow, tree)
+                return _noted(step, _reference_notes(reference))
             tree = await self.export(self.head)
         reference = await self.reference(command)
+        refused = refused_markers(tree)
         run = await self.run("verify", command, tree, reference.controls(tree))
         self.normal[command] = Result(run.ran.ok, run.outcomes)
-        return await self.assess("verify", command, run, reference, allow, tree)
+        step = await self.assess("verify", command, run, reference, allow, tree)
+        notes = _reference_notes(reference)
+        if refused and reference.outcomes is not None:
+            shown = "; ".join(repr(line) for line in refused[:3])
+            notes.append(
+                f"marker line(s) of the change's configuration that declare no marker left out: {shown}"
+            )
+        return _noted(step, notes)
 
     async def restored(self, command: str, files: list[FileChange], allow: Allowances) -> Step:
         """The verify run again with the tests the change edited or removed put back as at base."""
@@ -446,6 +406,22 @@ def _changed(normal: Result, perturbed: Result) -> dict[str, str]:
         for n, o in normal.table().items()
         if o == "passed" and now.get(n) != "passed"
     }
+
+
+def _reference_notes(reference: Reference) -> list[str]:
+    if not reference.unfinished:
+        return []
+    return [
+        f"the collection at base, the reference, did not finish ({reference.unfinished}): which tests "
+        "must run here is not fully known this time (nothing of it is cached)"
+    ]
+
+
+def _noted(step: Step, notes: Sequence[str]) -> Step:
+    """`step` with `notes` (for the judge model and the panel) after its findings."""
+    if not notes:
+        return step
+    return replace(step, findings=(*step.findings, *(f"noted: {note}" for note in notes)))
 
 
 def _allowed(nodeid: str, reference: Reference, allow: Allowances) -> bool:
