@@ -20,11 +20,12 @@ import pytest
 from judge_support import git, make_repo, replace
 from test_outcomes import FIX, gate, plain_export_passes
 
-from hilbert.commands import Runner, command_env
+from hilbert.commands import Runner, Timeout, command_env
 from hilbert.judge.evidence import Step
 from hilbert.judge.gate import GateResult, describe
 from hilbert.judge.gate_steps import Reference, Result, Steps
 from hilbert.judge.pytest_config import base_options, compose_ini, read_options
+from hilbert.judge.testruns import Controls, run_tests
 from hilbert.security.sandbox import Sandbox
 from hilbert.settings import TimeoutSettings
 from hilbert.workspaces.git import Git
@@ -177,6 +178,33 @@ def test_a_base_that_requires_an_installed_plugin_does_not_fail_an_honest_fix(tm
     result = gate(tmp_path, FIX, verify=TESTS, heldout=False, base_edits=base)
     assert result.verdict == "done", describe(result)
     assert "5 passed" in step(result, "verify").summary
+
+
+# -- 4b. the perturbed order keeps the relative order of the tests base and head share --------------
+
+
+def collected_in_order(tree: Path, seed: str) -> list[str]:
+    runner = Runner.unsandboxed(command_env(hilbert_python_first=True))
+    command = "python -m pytest -q -p no:cacheprovider ."
+    controls = Controls(collect_only=True, order=seed)
+    run = asyncio.run(run_tests(runner, command, tree, controls, timeout=Timeout(120, "test")))
+    assert run.outcomes is not None, run.ran.text(tree)
+    return list(run.outcomes.collected)
+
+
+def test_the_tests_base_and_head_share_keep_their_relative_order_under_one_seed(tmp_path: Path) -> None:
+    shared = "".join(f"def test_shared_{i}():\n    pass\n\n\n" for i in range(12))
+    added = "".join(f"def test_added_{i}():\n    pass\n\n\n" for i in range(12))
+    (tmp_path / "base").mkdir()
+    (tmp_path / "head").mkdir()
+    (tmp_path / "base" / "test_shared.py").write_text(shared)
+    (tmp_path / "head" / "test_shared.py").write_text(shared + added)
+    (tmp_path / "head" / "test_new.py").write_text(added)
+    at_base = collected_in_order(tmp_path / "base", "1234")
+    at_head = collected_in_order(tmp_path / "head", "1234")
+    assert at_base != [f"test_shared.py::test_shared_{i}" for i in range(12)]  # shuffled all the same
+    assert [nodeid for nodeid in at_head if nodeid in set(at_base)] == at_base
+    assert len(at_head) == 36
 
 
 # -- 4e. the base's configuration read as leniently as the tools that share its file ------------------

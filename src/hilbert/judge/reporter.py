@@ -24,9 +24,9 @@ judge set, as they were, put back at configure).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import random
 import select
 import sys
 import time
@@ -96,8 +96,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _settings["HILBERT_GATE_ORDER"]:
-        random.Random(_settings["HILBERT_GATE_ORDER"]).shuffle(items)
+    # each test's place depends on the seed and its own node id alone: the tests that base and head
+    # share keep their order relative to each other, whatever tests either one adds
+    seed = _settings["HILBERT_GATE_ORDER"]
+    if seed:
+        items.sort(key=lambda item: hashlib.sha256(f"{seed}\0{item.nodeid}".encode()).hexdigest())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
