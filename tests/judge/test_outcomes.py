@@ -251,7 +251,8 @@ def test_a_missing_libfaketime_skips_the_clock_and_says_so(monkeypatch: pytest.M
         drawn = Perturbation.draw("seed")
         assert drawn.faketime is None and drawn.clock() == {}
         assert NO_FAKETIME in drawn.describe() and "clock not moved" in drawn.describe()
-    finally:
+    finally:  # the real library found again by whatever test runs next in this process
+        monkeypatch.undo()
         faketime_library.cache_clear()
     again = Perturbation.draw("seed")
     assert (again.order, again.clock_days, again.folder) == (drawn.order, drawn.clock_days, drawn.folder)

@@ -11,19 +11,21 @@ strict reader.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import shlex
 from pathlib import Path
 
 import iniconfig
 import pytest
-from judge_support import git, make_repo, replace
-from test_outcomes import FIX, gate, plain_export_passes
+from judge_support import git, make_repo, read_change, replace
+from test_outcomes import CLOCK, FIX, gate, plain_export_passes
 
 from hilbert.commands import Runner, Timeout, command_env
 from hilbert.judge.evidence import Step
 from hilbert.judge.gate import GateResult, describe
 from hilbert.judge.gate_steps import Reference, Result, Steps
+from hilbert.judge.perturb import Perturbation, faketime_library
 from hilbert.judge.pytest_config import base_options, compose_ini, read_options
 from hilbert.judge.testruns import Controls, run_tests
 from hilbert.security.sandbox import Sandbox
@@ -205,6 +207,89 @@ def test_the_tests_base_and_head_share_keep_their_relative_order_under_one_seed(
     assert at_base != [f"test_shared.py::test_shared_{i}" for i in range(12)]  # shuffled all the same
     assert [nodeid for nodeid in at_head if nodeid in set(at_base)] == at_base
     assert len(at_head) == 36
+
+
+# -- 4c. the perturbed step: held-out runs as in their normal run; flips with no base comparison -----
+
+IN_STEPS = "SEEN = []\n\n\n" + "".join(f"def test_step_{i}():\n    SEEN.append({i})\n\n\n" for i in range(6))
+EVERY_STEP = (  # collected after test_steps.py; shares its module (prepend import mode: tests/ on sys.path)
+    "from test_steps import SEEN\n\n\ndef test_every_step_ran_first():\n    assert SEEN == list(range(6))\n"
+)
+
+
+def test_a_new_test_that_relies_on_the_others_running_first_is_noted_not_rejected(tmp_path: Path) -> None:
+    """A new test that counts on the tests collected before it (which exist at base too) fails in a
+    shuffled order; it has no outcome at base to compare, and passes in the usual order under the same
+    perturbation: noted, not a finding."""
+    base = {**RIGHT, "tests/test_steps.py": IN_STEPS}
+    edits = {**FIX, "tests/test_steps_after.py": EVERY_STEP}
+    result = gate(
+        tmp_path, edits, verify=TESTS, heldout=False, base_edits=base, perturbation=Perturbation.draw("1")
+    )
+    perturbed = step(result, "perturbed")
+    assert result.verdict == "done", describe(result)
+    assert any(
+        f.startswith("noted: tests/test_steps_after.py::test_every_step_ran_first")
+        and "the shuffled order only" in f
+        for f in perturbed.findings
+    ), describe(result)
+
+
+PIN_CLOCK = """import time
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _steady_clock(monkeypatch):
+    monkeypatch.setattr(time, "time", lambda: 1.8e9)
+"""
+
+
+@pytest.mark.skipif(faketime_library() is None, reason="libfaketime is not installed (make faketime)")
+def test_the_perturbed_held_out_run_has_no_candidate_conftest_as_the_normal_one(tmp_path: Path) -> None:
+    """Product code that works only around today's date, and a conftest that pins the clock: the
+    held-out tests run without the candidate's conftests, in the perturbed run as in the normal one,
+    so the moved clock reaches the product there."""
+    moved = dataclasses.replace(Perturbation.draw("2"), clock_days=-2000)
+    assert moved.clock(), "the clock is not moved: no test may leave libfaketime's lookup cached as missing"
+    result = gate(tmp_path, {"calc/ops.py": CLOCK, "conftest.py": PIN_CLOCK}, perturbation=moved)
+    perturbed = step(result, "perturbed")
+    assert result.verdict == "not_done" and not perturbed.passed, describe(result)
+    assert any(f.startswith("a held-out test passes as usual") for f in perturbed.findings)
+
+
+# -- 4d. a renamed conftest is put back under its old name ------------------------------------------
+
+CASES_AT_BASE = '''"""Fixtures for the tests in this folder: the sample cases, read from the data folder."""
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def cases():
+    """The sample cases: one line of three numbers."""
+    return (Path(__file__).parent / "data" / "cases.txt").read_text().split()
+'''
+CASES_TEST = "def test_the_cases(cases):\n    assert cases == ['3', '14', '42']\n"
+
+
+def test_a_conftest_moved_to_the_top_is_put_back_where_it_was(tmp_path: Path) -> None:
+    moved = CASES_AT_BASE.replace(
+        'Path(__file__).parent / "data"', 'Path(__file__).parent / "tests" / "data"'
+    )
+    base = {**RIGHT, "tests/conftest.py": CASES_AT_BASE, "tests/test_cases.py": CASES_TEST}
+    edits = {**FIX, "tests/conftest.py": None, "conftest.py": moved}
+    result = gate(tmp_path, edits, verify=TESTS, base_edits=base)
+    repo = tmp_path / "repo"
+    renamed = read_change(repo, git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")).files
+    assert [(f.old_path, f.path, f.status) for f in renamed if f.path == "conftest.py"] == [
+        ("tests/conftest.py", "conftest.py", "renamed")
+    ]
+    assert result.verdict == "done", describe(result)
+    assert step(result, "infra_removed").passed
 
 
 # -- 4e. the base's configuration read as leniently as the tools that share its file ------------------

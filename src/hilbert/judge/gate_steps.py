@@ -11,8 +11,11 @@ exports, with the judge's reporter gathering the outcomes itself (`hilbert.judge
   session that ends without its end-of-session record fails; a new test that skips or xfails is noted,
   not rejected; a verify that reports no pytest at head fails when it ran pytest at base, and one
   that starts none at base either is judged on its exit status alone, and says so.
-- **perturbed** runs verify and the held-out tests again under a `Perturbation`, and counts only the
-  outcomes that changed at head but not at base under the same perturbation.
+- **perturbed** runs verify and the held-out tests again under a `Perturbation`, each prepared as in
+  its normal run, and counts only the outcomes that changed at head but not at base under the same
+  perturbation. A test that did not pass at base (new, or the one under repair) has nothing to compare
+  there: its flip counts unless it passes at head under the same perturbation in the usual order
+  (then it is only order-dependent, and noted).
 
 Runs at base are cached in `cache` (a folder) per base tree, command and perturbation, so many gate
 calls on one base (a fleet) pay for them once (`hilbert.judge.base_runs`: only runs that finished are
@@ -67,6 +70,7 @@ class Steps:
         self._tree: str | None = None
         self.runs = RunCache(cache)
         self.references: dict[str, Reference] = {}
+        self.put_back: dict[str, Sequence[FileChange]] = {}  # command -> files as at base in its run
 
     # -- exports and runs -------------------------------------------------------------------------
 
@@ -212,14 +216,7 @@ class Steps:
         """The verify run again with the tests the change edited or removed put back as at base."""
         reference = await self.reference(command)
         tree = await self.export(self.head)
-        for changed in files:
-            old = changed.old_path or changed.path
-            if changed.old_text is None:
-                continue  # binary: cannot be put back as text
-            if changed.status == "renamed":
-                (tree / changed.path).unlink(missing_ok=True)
-            (tree / old).parent.mkdir(parents=True, exist_ok=True)
-            (tree / old).write_text(changed.old_text)
+        _as_at_base(tree, [f for f in files if f.old_text is not None])  # binary: cannot be put back as text
         run = await self.run("tests_restored", command, tree, reference.controls(tree))
         step = await self.assess("tests_restored", command, run, reference, allow, tree)
         names = ", ".join(f.old_path or f.path for f in files)
@@ -251,6 +248,7 @@ class Steps:
         quotes nothing: the worker is told only that held-out tests failed."""
         tree = await self.export(self.head)
         _as_at_base(tree, infra)
+        self.put_back[heldout_command(folder)] = infra  # and so in the perturbed run
         await asyncio.to_thread(_copy_heldout, folder, tree)
         reference = await self.reference(command)  # the verify's reference: the base's configuration
         run = await self.run("heldout", heldout_command(folder), tree, reference.controls(tree))
@@ -271,38 +269,60 @@ class Steps:
         return Step("heldout", passed, summary, output=output)
 
     async def perturbed(self, commands: dict[str, Path | None], verify: str) -> Step:
-        """Each command again under the perturbation; a test whose outcome changes at head but not
-        at base under the same perturbation is a finding."""
+        """Each command again under the perturbation, its tree prepared as in its normal run; a test
+        whose outcome changes at head but not at base under the same perturbation is a finding. A
+        test that did not pass at base normally (new, or under repair) cannot be compared there: it
+        is run once more under the perturbation in the usual order, and a flip the order alone
+        explains (a test relying on another's side effect) is noted, not a finding."""
         reference = await self.reference(verify)
 
-        async def one(command: str, heldout: Path | None) -> list[str]:
+        async def at_head(command: str, heldout: Path | None, *, shuffled: bool = True) -> Result:
             tree = await self.export(self.head, self._perturbed_folder())
+            _as_at_base(tree, self.put_back.get(command, ()))
             if heldout is not None:
                 await asyncio.to_thread(_copy_heldout, heldout, tree)
-            run = await self.run("perturbed", command, tree, self._perturb(reference.controls(tree), tree))
-            changed = _changed(self.normal[command], Result(run.ran.ok, run.outcomes))
+            controls = self._perturb(reference.controls(tree), tree)
+            run = await self.run(
+                "perturbed", command, tree, controls if shuffled else replace(controls, order="")
+            )
+            return Result(run.ran.ok, run.outcomes)
+
+        async def one(command: str, heldout: Path | None) -> tuple[list[str], list[str]]:
+            changed = _changed(self.normal[command], await at_head(command, heldout))
             if not changed:
-                return []
+                return [], []
             plain, moved = await asyncio.gather(
                 self.at_base(command, heldout, reference, perturbed=False),
                 self.at_base(command, heldout, reference, perturbed=True),
             )
             at_base = _changed(plain, moved)
-            return [
-                f"{'a held-out test' if heldout is not None else nodeid} passes as usual but is {now} "
-                "in perturbed conditions (it is not at base)"
-                for nodeid, now in changed.items()
-                if nodeid not in at_base
+            left = {n: now for n, now in changed.items() if n not in at_base}
+            uncompared = [n for n in left if plain.table().get(n) != "passed"]
+            order_only: list[str] = []
+            if uncompared:  # once more in the usual order: did the order alone flip them?
+                in_order = (await at_head(command, heldout, shuffled=False)).table()
+                order_only = [n for n in uncompared if in_order.get(n) == "passed"]
+            name = (lambda n: "a held-out test") if heldout is not None else (lambda n: n)
+            findings = [
+                f"{name(n)} passes as usual but is {now} in perturbed conditions (it is not at base)"
+                for n, now in left.items()
+                if n not in order_only
             ]
+            notes = [
+                f"{name(n)} is {left[n]} in the shuffled order only (it did not pass at base: no comparison)"
+                for n in order_only
+            ]
+            return findings, notes
 
         found = await asyncio.gather(*(one(command, heldout) for command, heldout in commands.items()))
-        findings = tuple(f for part in found for f in part)
+        findings = tuple(f for part, _notes in found for f in part)
+        notes = tuple(f"noted: {n}" for _part, part in found for n in part)
         summary = (
             "no outcome changed in perturbed conditions that does not change at base"
             if not findings
             else f"{len(findings)} outcome(s) change in perturbed conditions and not at base"
         )
-        return Step("perturbed", not findings, summary, findings, output=self.perturbation.describe())
+        return Step("perturbed", not findings, summary, findings + notes, output=self.perturbation.describe())
 
     # -- judging one run --------------------------------------------------------------------------
 
@@ -385,12 +405,15 @@ def heldout_command(folder: Path) -> str:
 
 
 def _as_at_base(tree: Path, files: Sequence[FileChange]) -> None:
-    """Put `files` back in `tree` as they were at base (remove those the change added)."""
+    """Put `files` back in `tree` as they were at base: each one's head path removed first (one the
+    change added, or the new name of a renamed one), then the base text written at its base path
+    (the old name of a renamed one). Binary files, with no text to put back, are only removed."""
     for changed in files:
-        target = tree / changed.path
-        if changed.status == "added" or changed.old_text is None:
-            target.unlink(missing_ok=True)
-        else:
+        (tree / changed.path).unlink(missing_ok=True)
+    for changed in files:
+        if changed.status != "added" and changed.old_text is not None:
+            target = tree / (changed.old_path or changed.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(changed.old_text)
 
 
