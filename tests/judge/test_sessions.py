@@ -141,22 +141,25 @@ SUB = {  # a second project in the repository, with its own configuration and it
 }
 SUB_FIX = {"sub/mult.py": replace("return x + 3  # the bug: should multiply", "return x * 3")}
 TWO_SESSIONS = (
-    "python -m pytest -q -p no:cacheprovider tests/test_ops.py::test_scale tests/test_ops.py::test_add"
-    " && cd sub && python -m pytest -q -p no:cacheprovider"
+    "python -m pytest -q -p no:cacheprovider tests && cd sub && python -m pytest -q -p no:cacheprovider"
 )
+RIGHT = {"tests/test_ops.py": replace("ops.add(2, 2) == 5", "ops.add(2, 2) == 4")}  # base: all tests pass
 
 
 def test_an_honest_fix_of_a_command_with_two_projects_passes(tmp_path: Path) -> None:
-    result = gate(tmp_path, {**FIX, **SUB_FIX}, verify=TWO_SESSIONS, heldout=False, base_edits=SUB)
+    """Either project's configuration imposed on both would collect nothing in the other."""
+    result = gate(
+        tmp_path, {**FIX, **SUB_FIX}, verify=TWO_SESSIONS, heldout=False, base_edits={**SUB, **RIGHT}
+    )
     verify = result.steps[0]
     assert result.verdict == "done", describe(result)
-    assert "3 passed" in verify.summary, describe(result)
+    assert "6 passed" in verify.summary, describe(result)
     assert any("each ran with its own configuration" in f for f in verify.findings), describe(result)
 
 
 def test_a_cheat_in_the_second_session_is_caught(tmp_path: Path) -> None:
     edits = {**FIX, "sub/tests/conftest.py": REWRITE}
-    result = gate(tmp_path, edits, verify=TWO_SESSIONS, heldout=False, base_edits=SUB)
+    result = gate(tmp_path, edits, verify=TWO_SESSIONS, heldout=False, base_edits={**SUB, **RIGHT})
     assert plain_export_passes(tmp_path, TWO_SESSIONS), "not a cheat: verify fails on a plain export"
     verify = result.steps[0]
     assert result.verdict == "not_done" and not verify.passed, describe(result)
@@ -168,7 +171,6 @@ def test_a_cheat_in_the_second_session_is_caught(tmp_path: Path) -> None:
 # -- the change's new tests -------------------------------------------------------------------------
 
 ALL_TESTS = "python -m pytest -q -p no:cacheprovider tests"
-RIGHT = {"tests/test_ops.py": replace("ops.add(2, 2) == 5", "ops.add(2, 2) == 4")}  # base: all tests pass
 NEW_TEST = (
     "from calc import ops\n\n\ndef test_scale_twice():\n    assert ops.scale(ops.scale(1, 2), 3) == 6\n"
 )
