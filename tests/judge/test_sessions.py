@@ -85,11 +85,15 @@ def pytest_xdist_setupnodes(config, specs):
 
 
 def test_workers_kept_from_reporting_are_exit_status_only_and_say_so(tmp_path: Path) -> None:
-    """A conftest that keeps the judge's environment from the workers: their tests are not seen, so
-    the run is not "gathered"; with the failures rewritten too, the test that ran at base is missing."""
-    write(tmp_path, {"test_two.py": "def test_ok():\n    pass\n", "conftest.py": KEEP_OUT})
-    ran = run(tmp_path, "python -m pytest -q -p no:cacheprovider -n 2 test_two.py")
-    assert ran.outcomes is not None and {w.split("@")[0] for w in ran.outcomes.unseen} == {"gw0", "gw1"}
+    """A conftest that keeps the judge's environment from the workers: their tests are not seen (even
+    when another xdist run of the command had workers of the same names that did report), so the run
+    is not "gathered"; with the failures rewritten too, the test that ran at base is missing."""
+    test = "def test_ok():\n    pass\n"
+    write(tmp_path, {"a/test_a.py": test, "b/test_b.py": test, "b/conftest.py": KEEP_OUT})
+    each = "python -m pytest -q -p no:cacheprovider -n 2"
+    ran = run(tmp_path, f"(cd a && {each} test_a.py); cd b && {each} test_b.py")
+    assert ran.outcomes is not None and ran.outcomes.outcomes == {"a/test_a.py::test_ok": "passed"}
+    assert sorted(w.split("@")[0] for w in ran.outcomes.unseen) == ["gw0", "gw1"]
     (tmp_path / "gate").mkdir()
     cheat = gate(tmp_path / "gate", {"tests/conftest.py": REWRITE + KEEP_OUT}, verify=XDIST, heldout=False)
     verify = cheat.steps[0]
