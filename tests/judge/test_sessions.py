@@ -138,6 +138,14 @@ def test_a_second_session_in_the_same_process_is_seen(tmp_path: Path) -> None:
     assert ran.outcomes.outcomes == {"test_a.py::test_a": "passed", "test_b.py::test_b": "failed"}
 
 
+def test_collection_at_base_goes_on_past_a_session_that_collects_nothing(tmp_path: Path) -> None:
+    """`pytest a && pytest b` where `a` has no test yet at base: collecting, the chain is not cut."""
+    write(tmp_path, {"a/test_later.py": "HELPER = 1\n", "b/test_b.py": "def test_b():\n    pass\n"})
+    each = "python -m pytest -q -p no:cacheprovider"
+    collected = run(tmp_path, f"{each} a && {each} b", Controls(collect_only=True)).outcomes
+    assert collected is not None and collected.collected == ("b/test_b.py::test_b",)
+
+
 SUB = {  # a second project in the repository, with its own configuration and its own bug
     "sub/pytest.ini": "[pytest]\npython_files = check_*.py\n",
     "sub/mult.py": "def triple(x):\n    return x + 3  # the bug: should multiply\n",

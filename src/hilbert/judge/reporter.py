@@ -20,7 +20,8 @@ It appends JSON lines to `$HILBERT_GATE_RECORDS/<pid>.jsonl`:
 
 Controls, read once at import (`-p` imports this module before any conftest) and then removed
 from `os.environ` so the product does not see them: `HILBERT_GATE_COLLECT_ONLY` (collect, record, run
-nothing), `HILBERT_GATE_ORDER` (a seed: the tests run in a shuffled order), `HILBERT_GATE_HIDE` (hide
+nothing; a session that collects nothing exits 0, so the command's next session is collected too),
+`HILBERT_GATE_ORDER` (a seed: the tests run in a shuffled order), `HILBERT_GATE_HIDE` (hide
 `PYTEST_CURRENT_TEST` from the code under test and give it a neutral `sys.argv`), `HILBERT_GATE_SLEEP`
 (libfaketime moves the clock: `time.sleep` by `select`), `HILBERT_GATE_RESTORE` (the variables the
 judge set, as they were, put back at configure; the judge's own values are put back at unconfigure,
@@ -214,4 +215,6 @@ def _xfail_applies(item: pytest.Item, mark: pytest.Mark) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _settings["HILBERT_GATE_COLLECT_ONLY"] and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # collecting: `pytest a && pytest b` goes on to b
     _record("finish", exitstatus=int(exitstatus))
