@@ -86,9 +86,17 @@ class Reference:
             and all(isinstance(v, str) or _strings(v) for v in options.values())
         )
 
+    @property
+    def imposed(self) -> bool:
+        """Whether runs at head get the base's configuration: not when the base's sessions ran under
+        different rootdirs or ini files (`pytest a && cd sub && pytest`), one ini cannot stand for all."""
+        return self.outcomes is not None and self.outcomes.one_config
+
     def controls(self, head_tree: Path) -> Controls:
         if self.outcomes is None:
             return Controls()
+        if not self.imposed:  # each session keeps its own configuration; the plugins are still the base's
+            return Controls(plugins=self.outcomes.plugins)
         ini = compose_ini(self.options, self.where, head_tree)
         return Controls(ini=ini, rootdir=self.outcomes.rootdir or ".", plugins=self.outcomes.plugins)
 

@@ -163,7 +163,7 @@ async def run_gate(
     if any(f.check == "nested_repository" for f in findings):  # refused: nothing of it is run
         done(integrity_step())
         return decide(tuple(steps), None)
-    done(await steps_runner.verify(verify, allowed))
+    done(await steps_runner.verify(verify, allowed, [f.path for f in new_test_files(change.files)]))
     if steps_runner.gathered(verify):  # the gate's own runs make the covered findings powerless
         findings = covered_advisory(findings)
     done(integrity_step())

@@ -38,7 +38,7 @@ from hilbert.judge.evidence import Step
 from hilbert.judge.export import export_commit
 from hilbert.judge.perturb import Perturbation
 from hilbert.judge.pytest_config import CANDIDATES, base_options, refused_markers
-from hilbert.judge.testruns import Controls, TestRun, run_tests
+from hilbert.judge.testruns import Controls, Outcomes, TestRun, run_tests
 from hilbert.workspaces.git import Git
 
 EXIT_ONLY = (
@@ -177,18 +177,27 @@ class Steps:
         )
 
     def gathered(self, command: str) -> bool:
-        """Whether the run of `command` at head reported pytest's outcomes."""
+        """Whether the run of `command` at head reported pytest's outcomes: some test's, all of them
+        (no xdist worker unseen), under the base's configuration."""
         found = self.normal.get(command)
-        return found is not None and found.outcomes is not None
+        reference = self.references.get(command)
+        return (
+            found is not None
+            and found.outcomes is not None
+            and bool(found.outcomes.outcomes)
+            and not found.outcomes.unseen
+            and (reference is None or reference.outcomes is None or reference.imposed)
+        )
 
     # -- the steps --------------------------------------------------------------------------------
 
-    async def verify(self, command: str, allow: Allowances) -> Step:
+    async def verify(self, command: str, allow: Allowances, new_tests: Sequence[str] = ()) -> Step:
         """The verify command at head. A command that names pytest gets the base's reference first;
         any other runs once as it is, and only if it turns out to start pytest (`make test`) is it
         run again under the reference. One that reports no pytest at head is still collected at base
         (cached: a command that never starts pytest costs that one run per base): if pytest reported
-        there, the script hid it from the reporter at head, and the step fails."""
+        there, the script hid it from the reporter at head, and the step fails. `new_tests`: the test
+        files the change added (their tests, where collected, must run)."""
         tree = await self.export(self.head)
         if not names_pytest(command):
             run = await self.run("verify", command, tree, Controls())
@@ -203,7 +212,7 @@ class Steps:
         refused = refused_markers(tree)
         run = await self.run("verify", command, tree, reference.controls(tree))
         self.normal[command] = Result(run.ran.ok, run.outcomes)
-        step = await self.assess("verify", command, run, reference, allow, tree)
+        step = await self.assess("verify", command, run, reference, allow, tree, new_tests=new_tests)
         notes = _reference_notes(reference)
         if refused and reference.outcomes is not None:
             shown = "; ".join(repr(line) for line in refused[:3])
@@ -336,8 +345,10 @@ class Steps:
         tree: Path,
         *,
         only_base: bool = False,
+        new_tests: Sequence[str] = (),
     ) -> Step:
-        """The step for one run at head: exit status and, when pytest ran, the outcomes it gathered."""
+        """The step for one run at head: exit status and, when pytest ran, the outcomes it gathered.
+        The tests of `new_tests` (files the change added) that the run collected must run."""
         status = f"`{command}` → {run.ran.status()}"
         output = run.ran.text(tree)
         out, base = run.outcomes, reference.outcomes
@@ -350,9 +361,16 @@ class Steps:
             return Step(name, True, f"{status} ({EXIT_ONLY})", (EXIT_ONLY,), output)
         findings: list[str] = []
         notes: list[str] = []
+        caveats = [unseen(out.unseen)] if out.unseen else []  # shown, but not failing by themselves
         if not out.finished:
             findings.append(
                 "a test session ended without its end-of-session record (the process exited early)"
+            )
+        if base is not None and not reference.imposed:
+            shown = ", ".join(f"{root or '?'} ({ini or 'no ini file'})" for root, ini in base.configs[:5])
+            notes.append(
+                f"the command's pytest sessions run under different rootdirs or ini files ({shown}): "
+                "each ran with its own configuration, not one imposed from base; outcomes gathered only"
             )
         expected = [n for n in (base.collected if base else ()) if not _allowed(n, reference, allow)]
         failing = [n for n, o in out.outcomes.items() if o in ("failed", "incomplete")]
@@ -380,13 +398,18 @@ class Steps:
             }
             if new:
                 notes.append(f"new test(s) {'/'.join(sorted(set(new.values())))}: {', '.join(list(new)[:5])}")
+            more, more_notes = _new_tests(out, new_tests)
+            findings += more
+            notes += more_notes
         passed = run.ran.ok and not findings
         counts = _counts(out.outcomes.values())
         summary = f"{status}; outcomes gathered by the judge: {counts or 'no test ran'}"
+        if caveats:
+            summary += f" ({caveats[0]})"
         if not passed and not findings:  # exit status non-zero, every outcome fine: the status says why
             findings.append("every test it ran passed, but the command did not succeed")
         findings = [f"{finding} ({status})" for finding in findings]  # the worker sees the command too
-        return Step(name, passed, summary, tuple(findings + [f"noted: {n}" for n in notes]), output)
+        return Step(name, passed, summary, tuple(findings + caveats + [f"noted: {n}" for n in notes]), output)
 
 
 def names_pytest(command: str) -> bool:
@@ -448,9 +471,63 @@ def _noted(step: Step, notes: Sequence[str]) -> Step:
 
 
 def _allowed(nodeid: str, reference: Reference, allow: Allowances) -> bool:
-    root = (reference.outcomes.rootdir if reference.outcomes else None) or "."
-    path = str(PurePosixPath(root) / nodeid.split("::")[0])
-    return allow.allows(path.removeprefix("./"))
+    return allow.allows(_file(nodeid))  # node ids are keyed by their rootdir: a path in the tree
+
+
+def _file(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+def unseen(workers: Sequence[str]) -> str:
+    return (
+        f"exit status only for {len(workers)} pytest-xdist worker(s) that reported nothing to the judge "
+        f"({', '.join(w.split('@')[0] for w in workers[:5])}): the outcomes of the tests they ran could "
+        "not be gathered"
+    )
+
+
+def _new_tests(out: Outcomes, new_tests: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Findings and notes on the tests of the change's new test files: those collected must run
+    (a hook that drops them, or stops them running, is a finding); those the command's own selection
+    options deselect are noted, as is a new test module in the command's scope that collects nothing.
+    A new file the command does not collect from is nobody's concern."""
+    files = set(new_tests)
+    never = [n for n in out.collected if _file(n) in files and out.outcome(n) == "not run"]
+    dropped = [n for n in out.dropped if _file(n) in files]
+    deselected = [n for n in out.deselected if _file(n) in files]
+    findings: list[str] = []
+    notes: list[str] = []
+    if never:
+        findings.append(f"{len(never)} new test(s) collected but never run: {', '.join(never[:5])}")
+    if dropped:
+        findings.append(
+            f"{len(dropped)} new test(s) collected and then left out of the run by a hook (not by the "
+            f"command's -k, -m or --deselect): {', '.join(dropped[:5])}"
+        )
+    if deselected:
+        notes.append(
+            f"new test(s) deselected by the command's selection options: {', '.join(deselected[:5])}"
+        )
+    seen = {_file(n) for n in (*out.collected, *out.dropped, *out.deselected)}
+    empty = [
+        f
+        for f in new_tests
+        if f not in seen and _test_module(f) and any(_under(f, where) for where in out.scope)
+    ]
+    if empty:
+        notes.append(
+            f"new test file(s) in the command's collection scope collect no test: {', '.join(empty[:5])}"
+        )
+    return findings, notes
+
+
+def _test_module(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name.startswith("test_") or name.endswith("_test.py")
+
+
+def _under(path: str, where: str) -> bool:
+    return where == "." or path == where or path.startswith(where.rstrip("/") + "/")
 
 
 def _counts(outcomes: object) -> str:

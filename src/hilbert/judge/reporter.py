@@ -6,8 +6,12 @@ It uses nothing but the standard library and pytest, because it runs in the proj
 
 It appends JSON lines to `$HILBERT_GATE_RECORDS/<pid>.jsonl`:
 
-- `start`: the rootdir, the ini file and the plugins pytest loaded from entry points (module names);
-- `collected`: every node id collected, after every other hook changed the list;
+- `start`: the rootdir, the ini file, the plugins pytest loaded from entry points (module names), the
+  paths it collects from, and in a pytest-xdist worker the worker's id;
+- `collected`: every node id collected, after every other hook changed the list; the ones deselected
+  (`pytest_deselected`) and whether the session had selection options (`-k`, `-m`, `--deselect`, `--lf`,
+  `--sw`); the ones collected and then dropped without a word;
+- `worker`: a pytest-xdist controller started a worker (its id): each worker must report a `start`;
 - `report`: per test and phase (setup, call, teardown) the outcome **read from the raw call info** in
   the innermost `pytest_runtest_makereport` wrapper — a conftest's wrapper that rewrites the report
   afterwards does not change what is recorded here;
@@ -16,10 +20,19 @@ It appends JSON lines to `$HILBERT_GATE_RECORDS/<pid>.jsonl`:
 
 Controls, read once at import (`-p` imports this module before any conftest) and then removed
 from `os.environ` so the product does not see them: `HILBERT_GATE_COLLECT_ONLY` (collect, record, run
-nothing), `HILBERT_GATE_ORDER` (a seed: the tests run in a shuffled order), `HILBERT_GATE_HIDE` (hide
+nothing; a session that collects nothing exits 0, so the command's next session is collected too),
+`HILBERT_GATE_ORDER` (a seed: the tests run in a shuffled order), `HILBERT_GATE_HIDE` (hide
 `PYTEST_CURRENT_TEST` from the code under test and give it a neutral `sys.argv`), `HILBERT_GATE_SLEEP`
 (libfaketime moves the clock: `time.sleep` by `select`), `HILBERT_GATE_RESTORE` (the variables the
-judge set, as they were, put back at configure).
+judge set, as they were, put back at configure; the judge's own values are put back at unconfigure,
+so a later session in the same process, or a later pytest process, is seen too).
+
+pytest-xdist: the controller collects and runs nothing; its workers do, each a pytest of its own
+started after the controller's configure, when the judge's variables are already gone. So the
+controller hands each worker the judge's environment as it found it (`pytest_xdist_setupnodes`: the
+spec's `env`, which execnet sets in the worker before pytest starts there, also for a restarted
+worker); the workers load this plugin and record their own raw view (`<pid>.jsonl` per worker). With
+collection only, the controller turns distribution off: the base collects in one process.
 """
 
 from __future__ import annotations
@@ -43,6 +56,9 @@ CONTROLS = (
     "HILBERT_GATE_SLEEP",
 )
 _settings = {name: os.environ.pop(name, "") for name in CONTROLS}
+_restore: dict[str, str | None] = json.loads(_settings["HILBERT_GATE_RESTORE"] or "{}")
+_judge = {name: value for name in _restore if (value := os.environ.get(name)) is not None}
+_arm = {**_judge, **{name: value for name, value in _settings.items() if value}}  # what a pytest needs
 
 
 def _sleep(seconds: float) -> None:
@@ -71,14 +87,22 @@ def _record(kind: str, **fields: Any) -> None:
     _out.flush()
 
 
+_seen: dict[str, list[str]] = {"items": [], "deselected": []}  # this session's collection
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    for name, value in json.loads(_settings["HILBERT_GATE_RESTORE"] or "{}").items():
+    for name in CONTROLS:  # put back by an earlier session's unconfigure in this process
+        os.environ.pop(name, None)
+    for name, value in _restore.items():
         # PYTEST_ADDOPTS and the like as they were before the judge set them (pytest has read them by
         # now), for the code under test and any pytest a test starts
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    _seen["items"], _seen["deselected"] = [], []
+    if _settings["HILBERT_GATE_COLLECT_ONLY"] and getattr(config.option, "dist", "no") != "no":
+        config.option.dist = "no"  # pytest-xdist (its configure runs last): collect here, start no worker
     if _settings["HILBERT_GATE_HIDE"]:  # pytest has read its arguments: the product sees a neutral argv
         sys.argv = ["python"]
     plugins = sorted(
@@ -91,7 +115,29 @@ def pytest_configure(config: pytest.Config) -> None:
         inifile=str(config.inipath) if config.inipath else None,
         plugins=plugins,
         invocation=str(config.invocation_params.dir),
+        scope=[os.path.join(str(config.invocation_params.dir), arg.split("::")[0]) for arg in config.args],
+        worker=_worker(getattr(config, "workerinput", None)),
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    os.environ.update(_arm)  # a later pytest (in this process or started by it) reports too
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    for spec in specs:  # set in the worker before its pytest starts; kept for a restarted worker
+        spec.env.update(_arm)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    _record("worker", id=_worker(node.workerinput))
+
+
+def _worker(workerinput: dict[str, Any] | None) -> str | None:
+    """A worker's id within its controller's run (two `pytest -n 2` in one command both have a gw0)."""
+    return None if workerinput is None else f"{workerinput['workerid']}@{workerinput['testrunuid']}"
 
 
 @pytest.hookimpl(trylast=True)
@@ -103,8 +149,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: hashlib.sha256(f"{seed}\0{item.nodeid}".encode()).hexdigest())
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    _seen["items"].append(item.nodeid)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _seen["deselected"] += [item.nodeid for item in items]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _record("collected", nodeids=[item.nodeid for item in session.items])
+    nodeids = [item.nodeid for item in session.items]
+    left = set(nodeids) | set(_seen["deselected"])
+    option = session.config.option
+    _record(
+        "collected",
+        nodeids=nodeids,
+        deselected=_seen["deselected"],
+        selecting=any(
+            getattr(option, name, None) for name in ("keyword", "markexpr", "deselect", "lf", "stepwise")
+        ),
+        dropped=[nodeid for nodeid in _seen["items"] if nodeid not in left],
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -153,4 +218,6 @@ def _xfail_applies(item: pytest.Item, mark: pytest.Mark) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _settings["HILBERT_GATE_COLLECT_ONLY"] and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # collecting: `pytest a && pytest b` goes on to b
     _record("finish", exitstatus=int(exitstatus))

@@ -54,7 +54,15 @@ class Outcomes:
     """What the reporter saw: every node id collected (in every session the command started), each
     test's outcome (passed, failed, skipped, xfailed, xpassed, or incomplete: it started and never
     ended), whether every session that started also finished, and the base-reference facts (rootdir
-    and ini file relative to the tree, entry-point plugins)."""
+    and ini file relative to the tree, entry-point plugins).
+
+    Node ids are keyed by their session's rootdir (relative to the tree: `sub/tests/test_x.py::t` for
+    a session rooted in `sub`), so two projects' `tests/test_x.py::t` stay apart; a test that ran in
+    several sessions keeps its worst outcome. `configs`: each distinct (rootdir, ini file) of the
+    command's sessions (pytest-xdist workers not counted); `unseen`: xdist workers that never
+    reported (their tests ran where the judge could not look); `deselected`: tests a session's own
+    selection options (`-k`, `-m`, `--deselect`) left out; `dropped`: tests collected and then left out
+    otherwise (a hook); `scope`: the paths the sessions collected from, relative to the tree."""
 
     collected: tuple[str, ...]
     outcomes: Mapping[str, str]
@@ -63,6 +71,16 @@ class Outcomes:
     rootdir: str | None = None
     inifile: str | None = None
     plugins: tuple[str, ...] = ()
+    configs: tuple[tuple[str | None, str | None], ...] = ()
+    unseen: tuple[str, ...] = ()
+    deselected: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    scope: tuple[str, ...] = ()
+
+    @property
+    def one_config(self) -> bool:
+        """Whether every session ran under the same rootdir and ini file (so one can be imposed)."""
+        return len(set(self.configs)) <= 1
 
     def outcome(self, nodeid: str) -> str:
         return self.outcomes.get(nodeid, "not run")
@@ -79,6 +97,11 @@ class Outcomes:
             "rootdir": self.rootdir,
             "inifile": self.inifile,
             "plugins": list(self.plugins),
+            "configs": [list(config) for config in self.configs],
+            "unseen": list(self.unseen),
+            "deselected": list(self.deselected),
+            "dropped": list(self.dropped),
+            "scope": list(self.scope),
         }
 
     @classmethod
@@ -91,6 +114,11 @@ class Outcomes:
             data.get("rootdir"),  # type: ignore[arg-type]
             data.get("inifile"),  # type: ignore[arg-type]
             tuple(data.get("plugins") or ()),  # type: ignore[arg-type]
+            tuple((c[0], c[1]) for c in data.get("configs") or ()),  # type: ignore[attr-defined]
+            tuple(data.get("unseen") or ()),  # type: ignore[arg-type]
+            tuple(data.get("deselected") or ()),  # type: ignore[arg-type]
+            tuple(data.get("dropped") or ()),  # type: ignore[arg-type]
+            tuple(data.get("scope") or ()),  # type: ignore[arg-type]
         )
 
 
@@ -167,47 +195,101 @@ def _environment(
     return env
 
 
+@dataclass
+class _Session:
+    """One pytest session's records: from its `start` to the next (a process may run several)."""
+
+    rootdir: str | None
+    inifile: str | None
+    worker: str | None
+    collected: list[str] = field(default_factory=list)
+    deselected: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    phases: dict[str, dict[str, str]] = field(default_factory=dict)
+    ended: bool = False
+
+    def key(self, nodeid: object) -> str | None:
+        """The node id keyed by this session's rootdir, relative to the tree."""
+        if not isinstance(nodeid, str):
+            return None
+        return nodeid if self.rootdir in (None, ".") else f"{self.rootdir}/{nodeid}"
+
+    def keys(self, nodeids: object) -> list[str]:
+        found = (self.key(n) for n in nodeids) if isinstance(nodeids, list) else ()
+        return [k for k in found if k is not None]
+
+
 def read_records(records: Path, tree: Path) -> Outcomes | None:
     """The reporter's files merged: None when no session started."""
-    collected: list[str] = []
-    phases: dict[str, dict[str, str]] = {}
-    sessions = finished = 0
-    rootdir = inifile = None
+    sessions: list[_Session] = []
     plugins: set[str] = set()
+    workers: list[str] = []
+    scope: list[str] = []
     for path in sorted(records.glob("*.jsonl")):
-        started = ended = False
+        session: _Session | None = None
         for line in path.read_text(errors="replace").splitlines():
             try:
                 record = json.loads(line)
             except ValueError:
                 continue  # a torn last line of a killed process
             kind = record.get("kind") if isinstance(record, dict) else None
-            if kind == "start" and not started:
-                started = True
-                sessions += 1
-                if rootdir is None:
-                    rootdir = _relative(record.get("rootdir"), tree)
-                    inifile = _relative(record.get("inifile"), tree)
+            if kind == "start":
+                worker = record.get("worker")
+                rootdir = _relative(record.get("rootdir"), tree)
+                session = _Session(
+                    rootdir, _relative(record.get("inifile"), tree), str(worker) if worker else None
+                )
+                sessions.append(session)
                 plugins.update(p for p in record.get("plugins") or () if isinstance(p, str))
+                scope += [s for p in record.get("scope") or () if (s := _relative(p, tree)) is not None]
+            elif session is None:
+                continue  # nothing is counted before a session started
+            elif kind == "worker" and isinstance(record.get("id"), str):
+                workers.append(record["id"])
             elif kind == "collected":
-                collected += [n for n in record.get("nodeids") or () if isinstance(n, str)]
-            elif kind == "report" and isinstance(record.get("nodeid"), str):
-                phases.setdefault(record["nodeid"], {})[str(record.get("when"))] = str(record.get("outcome"))
+                session.collected += session.keys(record.get("nodeids"))
+                into = session.deselected if record.get("selecting") else session.dropped
+                into += session.keys(record.get("deselected"))
+                session.dropped += session.keys(record.get("dropped"))
+            elif kind == "report" and (key := session.key(record.get("nodeid"))) is not None:
+                session.phases.setdefault(key, {})[str(record.get("when"))] = str(record.get("outcome"))
             elif kind == "finish":
-                ended = True
-        finished += started and ended
+                session.ended = True
     if not sessions:
         return None
-    outcomes = {nodeid: _overall(seen) for nodeid, seen in phases.items()}
+    outcomes: dict[str, str] = {}
+    for session in sessions:
+        for key, seen in session.phases.items():
+            outcomes[key] = _worst(outcomes.get(key), _overall(seen))
+    own = [s for s in sessions if s.worker is None]  # the command's sessions, not xdist workers
+    first = own[0] if own else sessions[0]
+    reported = {s.worker for s in sessions}
     return Outcomes(
-        tuple(dict.fromkeys(collected)),
+        tuple(dict.fromkeys(k for s in sessions for k in s.collected)),
         outcomes,
-        finished == sessions,
-        sessions,
-        rootdir,
-        inifile,
+        all(s.ended for s in sessions),
+        len(sessions),
+        first.rootdir,
+        first.inifile,
         tuple(sorted(plugins)),
+        tuple(dict.fromkeys((s.rootdir, s.inifile) for s in own)),
+        tuple(w for w in dict.fromkeys(workers) if w not in reported),
+        tuple(dict.fromkeys(k for s in sessions for k in s.deselected)),
+        tuple(dict.fromkeys(k for s in sessions for k in s.dropped)),
+        tuple(dict.fromkeys(scope)),
     )
+
+
+SEVERITY = ("failed", "incomplete", "passed", "xpassed", "xfailed", "skipped")
+
+
+def _worst(before: str | None, now: str) -> str:
+    """Of one test's outcomes in two sessions, the one that counts: a failure anywhere is a failure,
+    a pass anywhere beats a skip."""
+    if before is None:
+        return now
+    rank = {outcome: i for i, outcome in enumerate(SEVERITY)}
+    return min(before, now, key=lambda o: rank.get(o, 0))
 
 
 def _overall(phases: Mapping[str, str]) -> str:
