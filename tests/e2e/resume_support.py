@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -377,14 +378,28 @@ class Sweep:
         return sum((drill.kills() for drill in self.drills if drill.lives), Counter())
 
 
+def holding_resumes(events: Sequence[Event]) -> int:
+    """How many attempts went on at a resume holding a message delivered before the kill, and made
+    their first model call after it (what the drill must see at least once)."""
+    count = 0
+    for resumed in (e for e in events if e.kind == "attempt_resumed" and e.data["how"] == "continued"):
+        agent = resumed.data["worker"]
+        mine = [e for e in events if e.agent == agent]
+        held = any(e.kind == "message_injected" and e.data.get("source") for e in mine if e.id < resumed.id)
+        count += held and any(e.kind == "model_call" and e.id > resumed.id for e in mine)
+    return count
+
+
 def schedule(
-    rng: random.Random, drill: Drill, hits: Counter[str], *, named_times: int = 2
+    rng: random.Random, drill: Drill, hits: Counter[str], *, named_times: int = 2, hold: bool = False
 ) -> tuple[str, bool]:
     """(crash spec, poisoned) for the next life of `drill`: a seeded draw over event kinds and
     positions, or one of the named points still owed; the owed points that happen rarely (a lead
     session holding a proposal, a bisection) are armed in every life besides. A life that starts with
     two or more candidates waiting to merge (or, now and then, once candidates are coming) is
-    poisoned while a bisection is owed."""
+    poisoned while a bisection is owed. With `hold` (no resumed attempt has held a delivered message
+    yet), a resumed life also dies at its first delivery (the person writes to running workers as it
+    starts: `Drill.live`), and the life after it does not, so that the attempt goes on holding it."""
     owed = [p for p in NAMED if hits[p] < named_times]
     state = drill.state() if drill.lives else None
     ended = state is not None and any(attempt.ended for attempt in state.attempts.values())
@@ -404,4 +419,7 @@ def schedule(
     for rare in ("proposal_held", "merge_bisect"):
         if rare in owed:
             spec.setdefault(rare, 1)
+    last = drill.lives[-1].point or "" if drill.lives else "no life yet"
+    if hold and not last.startswith(("message_injected", "no life")):  # the life after such a kill
+        spec.setdefault("message_injected", 1)  # is left to make the held attempt's first call
     return ",".join(f"{kind}:{k}" for kind, k in spec.items()), poisoned

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from resume_support import NAMED, Drill, DrillModel, Life, Sweep, asked_for, schedule
+from resume_support import NAMED, Drill, DrillModel, Life, Sweep, asked_for, holding_resumes, schedule
 
 from hilbert.fleet.proposals import proposals
 from hilbert.store import EventStore
@@ -68,8 +68,12 @@ def test_a_fleet_killed_over_50_times_resumes_to_the_same_end(tmp_path: Path) ->
         drill, refused = sweep.fresh(), False
         while True:
             hits = sweep.kills()
-            wanted = hits.total() < KILLS or any(hits[point] < TWICE for point in NAMED)
-            crash, poisoned = schedule(rng, drill, hits, named_times=TWICE) if wanted else ("", False)
+            # until some resumed attempt has held a delivered message, lives die at a delivery
+            hold = not any(holding_resumes(d.events()) for d in sweep.drills if d.lives)
+            wanted = hits.total() < KILLS or any(hits[point] < TWICE for point in NAMED) or hold
+            crash, poisoned = ("", False)
+            if wanted:
+                crash, poisoned = schedule(rng, drill, hits, named_times=TWICE, hold=hold)
             if len(drill.lives) == 2 and not refused:
                 life, refused = refused_while_live(drill, crash, seed), True
             else:
