@@ -23,6 +23,10 @@ def hilbert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, cwd=cwd, env=env, timeout=300)
 
 
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_plan_then_run_then_status(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "repo", 5, bugs=3)
     commit_all(project.path)
@@ -60,15 +64,21 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     )
     suite = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     assert subprocess.run(suite, cwd=check, env=command_env(hilbert_python_first=True)).returncode == 0
-    assert (
-        subprocess.run(
-            ["git", "status", "--porcelain"], cwd=project.path, capture_output=True, text=True
-        ).stdout
-        == ""
-    )
+    assert git(project.path, "status", "--porcelain") == ""
+    n = len(plan.tasks)
+    # the result is a branch of the person's repository (the only write there), with a PR description
+    run = next((tmp_path / "home" / "runs").iterdir()).name
+    tip = git(integration, "rev-parse", "refs/heads/hilbert/integration")
+    assert git(project.path, "rev-parse", f"refs/heads/hilbert/{run}") == tip
+    assert git(project.path, "branch", "--show-current") == "main"
+    assert f"the result is the branch hilbert/{run} in your repository" in ran.stdout
+    assert f"  merge: git merge hilbert/{run}" in ran.stdout and "git fetch" not in ran.stdout
+    described = (tmp_path / "home" / "runs" / run / "PR.md").read_text()
+    assert f"{n} of {n} tasks merged" in described and "The stop gate's evidence:" in described, described
+    assert all(f"## {t.id} — {t.title} (done)" in described for t in plan.tasks), described
+    assert "- verify: passed" in described and "changed" in described, described
     status = hilbert("status", cwd=tmp_path)
     head, *agents = status.stdout.strip().splitlines()  # the run's line, then one line per agent
-    n = len(plan.tasks)
     assert status.returncode == 0 and head.startswith("run ") and f": {n} tasks ({n} done)" in head, head
     assert len(agents) >= n and all(" T" in line and " done " in line for line in agents), agents
 
@@ -354,3 +364,31 @@ def test_run_refuses_a_repository_with_submodules_in_one_line(tmp_path: Path) ->
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "submodule" in lines[0] and "vendor/lib" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_into_refuses_a_checked_out_branch_and_a_run_that_merged_nothing_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    project = generate_sample_project(tmp_path / "repo", 5, bugs=1)
+    commit_all(project.path)
+    bug = project.bugs[0].file
+    (tmp_path / "PLAN.md").write_text(
+        f"# fix it\n\n## T1 — fix {bug}\n\n```yaml hilbert-task\nclaims: [{bug}]\n"
+        "verify: python -m pytest -q -p no:cacheprovider\n```\n"
+    )
+    refs = git(project.path, "for-each-ref")
+    with FakeServer("echo") as idle:  # answers in words, never calls a tool: no work is ever claimed
+        model = ["--model", f"openai:fake@{idle.openai_base_url}"]
+        refused = hilbert(
+            "run", "--plan", "PLAN.md", "--repo", "repo", "--into", "main", *model, cwd=tmp_path
+        )
+        assert refused.returncode == 2 and "the branch main is checked out" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and not idle.requests
+        ran = hilbert("run", "--plan", "PLAN.md", "--repo", "repo", "--into", "result", *model, cwd=tmp_path)
+    assert ran.returncode == 1, ran.stderr + ran.stdout[-3000:]
+    assert (
+        "0 of 1 tasks merged" in ran.stdout
+        and "no task merged: nothing was written to your repository" in ran.stdout
+    )
+    assert "the result is" not in ran.stdout and "git fetch" not in ran.stdout
+    assert git(project.path, "for-each-ref") == refs  # no branch, nothing moved

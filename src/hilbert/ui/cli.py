@@ -205,6 +205,12 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
     help="Go on with a run whose process died (default: the latest interrupted run on --repo). "
     "Workers, budgets, timeouts and models may change; the plan, repository and base do not.",
 )
+@click.option(
+    "--into",
+    metavar="BRANCH",
+    help="The branch of your repository the result is fetched into (default hilbert/RUN); "
+    "refused if it is checked out or would not fast-forward.",
+)
 @_DB
 def run(
     goal: str | None,
@@ -213,6 +219,7 @@ def run(
     force: bool,
     repo: Path,
     resume: str | None,
+    into: str | None,
     **options: Any,
 ) -> None:
     """Carry out a plan (--plan PLAN.md, or GOAL: the lead plans it first) with named workers;
@@ -220,7 +227,13 @@ def run(
     --resume); twice exits at once."""
     from hilbert.fleet.crash import Crashes
     from hilbert.ui.edge import command_runner
-    from hilbert.ui.fleet_commands import default_plan_path, plan_command, resume_command, run_command
+    from hilbert.ui.fleet_commands import (
+        check_into,
+        default_plan_path,
+        plan_command,
+        resume_command,
+        run_command,
+    )
 
     crashes = Crashes.from_env(os.environ)  # test only: where the orchestrator kills itself
     if resume is not None:
@@ -229,7 +242,9 @@ def run(
         settings = load_settings(**options)
         runner = command_runner(settings)
         named = resume or None
-        resumed = asyncio.run(resume_command(settings, named, repo, runner=runner, crashes=crashes))
+        resumed = asyncio.run(
+            resume_command(settings, named, repo, runner=runner, crashes=crashes, into=into)
+        )
         sys.exit(0 if resumed is None or resumed.all_done else 1)
     if (goal is None) == (plan_file is None):
         raise UserError(
@@ -240,6 +255,8 @@ def run(
         raise UserError("--yes goes with a GOAL (plan, then run without asking)", hint="drop --yes")
     settings = load_settings(**options)
     runner = command_runner(settings)  # fails closed before the lead spends anything
+    if into is not None:  # before the lead spends anything
+        asyncio.run(check_into(settings, repo, into))
     if goal is not None:
         plan_file = default_plan_path(repo)
         if not yes and not sys.stdin.isatty():  # refuse before the lead spends anything
@@ -256,7 +273,7 @@ def run(
                 hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
             )
     assert plan_file is not None
-    result = asyncio.run(run_command(settings, plan_file, repo, runner=runner, crashes=crashes))
+    result = asyncio.run(run_command(settings, plan_file, repo, runner=runner, crashes=crashes, into=into))
     sys.exit(0 if result.all_done else 1)
 
 

@@ -21,6 +21,7 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.fleet.crash import Crashes
+from hilbert.fleet.handoff import check_target, deliver, describe, how_to_look, result_branch
 from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.proposals import pending_lines
@@ -175,10 +176,13 @@ async def run_command(
     runner: Runner,
     echo: Callable[[str], None] = click.echo,
     crashes: Crashes | None = None,
+    into: str | None = None,
 ) -> FleetResult:
     """Carry out the plan in `plan_file` on `repo` with a fleet of workers (`settings.fleet`),
-    printing progress."""
+    printing progress; what merged ends up in `repo` as the branch `into` (default `hilbert/<run>`)."""
     _require_repo(repo)
+    if into is not None:
+        await check_into(settings, repo, into)
     if not plan_file.is_file():
         raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
@@ -193,7 +197,14 @@ async def run_command(
         repo=repo,
         heldout_root=plan_file.parent,
         crashes=crashes,
+        into=into,
     )
+
+
+async def check_into(settings: Settings, repo: Path, into: str) -> None:
+    """Refuse `--into BRANCH` before anything is spent (`hilbert.fleet.handoff.check_target`)."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    await check_target(repo, into, Git(home=settings.home))
 
 
 def _latest_fleet_run(store: EventStore, repo: Path | None) -> FleetState | None:
@@ -225,6 +236,7 @@ async def resume_command(
     runner: Runner,
     echo: Callable[[str], None] = click.echo,
     crashes: Crashes | None = None,
+    into: str | None = None,
 ) -> FleetResult | None:
     """Go on with a fleet run whose process died (`run`, else the latest interrupted run on `repo`).
     None when there is nothing to resume: the run finished already (said so)."""
@@ -269,7 +281,11 @@ async def resume_command(
     assert state.plan is not None
     settings = inherit(settings, state.settings)
     root = Path(state.started.integration).parent
-    return await _drive(settings, state.plan, run, root, runner, echo, resume=True, crashes=crashes)
+    if into is not None:
+        await check_into(settings, Path(state.started.repo), into)
+    return await _drive(
+        settings, state.plan, run, root, runner, echo, resume=True, crashes=crashes, into=into
+    )
 
 
 async def _drive(
@@ -284,6 +300,7 @@ async def _drive(
     heldout_root: Path | None = None,
     resume: bool = False,
     crashes: Crashes | None = None,
+    into: str | None = None,
 ) -> FleetResult:
     model, lead_model = model_from(settings), model_from(settings, lead=True)
     judge_model, panel = gate_models(settings)
@@ -336,10 +353,38 @@ async def _drive(
             f"  {task_id}: {state.status}"
             + (f" ({redact(result.stuck[task_id])})" if task_id in result.stuck else "")
         )
-    echo(f"  get it: git fetch {result.integration_repo} {INTEGRATION}")
     for line in left:
         echo(line)
+    if not result.interrupted:
+        await _hand_off(settings, run, root, result, echo, done=done, into=into)
     return result
+
+
+async def _hand_off(
+    settings: Settings,
+    run: str,
+    root: Path,
+    result: FleetResult,
+    echo: Callable[[str], None],
+    *,
+    done: int,
+    into: str | None,
+) -> None:
+    """The result into the person's repository (only when something merged) and the PR description."""
+    if not done:
+        echo("no task merged: nothing was written to your repository")
+        return
+    git = Git(home=root)
+    with EventStore.open(settings.db_path) as store:
+        state = Fold(store, run).catch_up()
+        assert state.started is not None
+        description = root / "PR.md"
+        description.write_text(await describe(store, state, result.integration_repo, git))
+    repo, branch = Path(state.started.repo), result_branch(run, into)
+    delivered = await deliver(repo, result.integration_repo, branch, state.started.base, git)
+    for line in how_to_look(delivered):
+        echo(line)
+    echo(f"  a PR description: {description}")
 
 
 def _is_repo(repo: Path) -> bool:
