@@ -116,10 +116,11 @@ def converse(
 ) -> Finished:
     """Run a client in its own process group as a person at its prompt would: each time its output
     stops at `prompt` (it waits for a line), type the next of `lines`; when they run out, end its input
-    (at once when `prompt` is None). `lines` may be a generator: it runs at each prompt, so it can look
-    at the project before it decides what to type. The client's pace is the test's pace; `timeout` is
-    an upper bound for a client that hangs: then the group (clients spawn shells and helpers) is killed
-    and the test fails with what it printed and what was typed."""
+    (at once when `prompt` is None). `lines` may be a generator: it runs on at each prompt, so it can
+    look at what came of the last line (the server's requests, the project) before it types the next.
+    The client's pace is the test's pace; `timeout` is an upper bound for a client that hangs: then the
+    group (clients spawn shells and helpers) is killed and the test fails with what it printed and what
+    was typed."""
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -224,13 +225,7 @@ def assert_fixed(task: Task, finished: Finished, requests: list[dict[str, Any]])
         assert after.get(test_file) == task.before[test_file], f"the client changed {test_file}{context}"
     changed = sorted(p for p in after.keys() | task.before.keys() if after.get(p) != task.before.get(p))
     assert changed == [task.project.bugs[0].file], f"changed files: {changed}{context}"
-    suite = run_suite(task)
-    assert suite.returncode == 0, f"the project's tests still fail:\n{suite.stdout[-3000:]}{context}"
-
-
-def run_suite(task: Task) -> subprocess.CompletedProcess[str]:
-    """The project's own test suite, run as its task says, in a clean environment."""
-    return subprocess.run(
+    suite = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=task.root,
         env=clean_env(task.root.parent),
@@ -238,6 +233,7 @@ def run_suite(task: Task) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+    assert suite.returncode == 0, f"the project's tests still fail:\n{suite.stdout[-3000:]}{context}"
 
 
 def _call(call: dict[str, Any]) -> str:
