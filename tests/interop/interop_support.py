@@ -1,18 +1,25 @@
 """What the interop tests share: where the pinned clients live (see tools/README.md), a sample task
-and a snapshot of its files, a clean environment for a client, running a client with a deadline, and
-the checks of the outcome a user cares about (the suite passes, only the buggy file changed)."""
+and a snapshot of its files, a clean environment for a client, running a client (typing at its prompt
+if it has one) until it exits, and the checks of the outcome a user cares about (the suite passes, only
+the buggy file changed)."""
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -83,17 +90,37 @@ class Finished:
     returncode: int
     stdout: str
     stderr: str
+    typed: tuple[str, ...] = ()  # the lines typed at its prompt, in order
 
     def tail(self, chars: int = 3000) -> str:
         out, err = self.stdout[-chars:], self.stderr[-chars:]
-        return f"exit {self.returncode}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+        typed = "".join(f"\n{line}" for line in self.typed)
+        return f"exit {self.returncode}\n--- typed ---{typed}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
 
 
 def run_client(
-    argv: list[str], *, cwd: Path, env: dict[str, str], stdin: str = "", timeout: float = CLIENT_TIMEOUT_S
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float = CLIENT_TIMEOUT_S
 ) -> Finished:
-    """Run a client in its own process group with `stdin` as its whole input; on the deadline, kill
-    the group (clients spawn shells and helpers) and fail with what it printed."""
+    """Run a client that asks nothing (its input is empty) until it exits; see `converse`."""
+    return converse(argv, cwd=cwd, env=env, prompt=None, lines=(), timeout=timeout)
+
+
+def converse(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    prompt: str | None,
+    lines: Iterable[str],
+    timeout: float = CLIENT_TIMEOUT_S,
+) -> Finished:
+    """Run a client in its own process group as a person at its prompt would: each time its output
+    stops at `prompt` (it waits for a line), type the next of `lines`; when they run out, end its input
+    (at once when `prompt` is None). `lines` may be a generator: it runs on at each prompt, so it can
+    look at what came of the last line (the server's requests, the project) before it types the next.
+    The client's pace is the test's pace; `timeout` is an upper bound for a client that hangs: then the
+    group (clients spawn shells and helpers) is killed and the test fails with what it printed and what
+    was typed."""
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -101,19 +128,81 @@ def run_client(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,
     )
+    assert process.stdin and process.stdout and process.stderr
+    arrived: queue.Queue[bytes] = queue.Queue()
+    errors: list[bytes] = []
+    readers = [
+        threading.Thread(target=_pump, args=(process.stdout, arrived.put), daemon=True),
+        threading.Thread(target=_pump, args=(process.stderr, errors.append), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    to_type, typed = iter(lines), []
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    stdout = ""
+    deadline = time.monotonic() + timeout
+    if prompt is None:
+        _type(process.stdin, None)
     try:
-        stdout, stderr = process.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        finished = Finished(-9, stdout, stderr)
+        while chunk := _take(arrived, deadline):
+            stdout += decoder.decode(chunk)
+            if prompt is not None and stdout.endswith(prompt):
+                line = next(to_type, None)
+                typed += [] if line is None else [line]
+                _type(process.stdin, line)
+        hung = chunk is None or not _exited(process, deadline)
+    finally:
+        if process.returncode is None:  # it hangs, or the test failed while it ran
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    for reader in readers:
+        reader.join()
+    while rest := _take(arrived, deadline=0):
+        stdout += decoder.decode(rest)
+    stdout += decoder.decode(b"", final=True)
+    _type(process.stdin, None)
+    finished = Finished(process.returncode, stdout, b"".join(errors).decode(errors="replace"), tuple(typed))
+    if hung:
         pytest.fail(
             f"{Path(argv[0]).name} did not finish within {timeout:.0f} s\n{finished.tail()}", pytrace=False
         )
-    return Finished(process.returncode, stdout, stderr)
+    return finished
+
+
+def _take(arrived: queue.Queue[bytes], deadline: float) -> bytes | None:
+    """The next piece of output as it arrives (b"" at its end), or None once the deadline has passed."""
+    try:
+        return arrived.get(timeout=max(deadline - time.monotonic(), 0))
+    except queue.Empty:
+        return None
+
+
+def _exited(process: subprocess.Popen[bytes], deadline: float) -> bool:
+    try:
+        process.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _pump(pipe: IO[bytes], sink: Callable[[bytes], None]) -> None:
+    """Pass on what a pipe gives as it arrives, then b"" at its end, and close it."""
+    with pipe:
+        while chunk := os.read(pipe.fileno(), 65536):
+            sink(chunk)
+    sink(b"")
+
+
+def _type(stdin: IO[bytes], line: str | None) -> None:
+    """Type `line` and Enter, or end the input if None."""
+    with contextlib.suppress(BrokenPipeError):  # it exited meanwhile: its exit status tells
+        if line is None:
+            stdin.close()
+        else:
+            stdin.write(line.encode() + b"\n")
+            stdin.flush()
 
 
 def replies(requests: list[dict[str, Any]]) -> str:

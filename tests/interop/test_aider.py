@@ -1,22 +1,25 @@
 """aider (the real CLI, pinned in .tools/aider) fixes a one-bug sample project through hilbert's fake
 server speaking OpenAI Chat Completions (streamed). aider offers no tools: it shows the files in the
 chat, applies the SEARCH/REPLACE blocks of each reply, and with `--auto-test` runs the tests after an
-edit and sends failures back (3 times a message); like a person at the prompt, the test types the task
-and then `/test` a few times (each sends the failing output and lets the engineer go on)."""
+edit and sends failures back (3 times a message). Like a person at the prompt, the test waits for it,
+types the task, then `/test` until the tests pass (a failing run goes to the engineer, who goes on; a
+passing one sends nothing), then `/exit`: `/test` lines typed ahead would each run the suite again."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop_support import VENVS, assert_fixed, clean_env, installed, run_client, sample_task
+from interop_support import VENVS, assert_fixed, clean_env, converse, installed, sample_task
 
 from hilbert.testing.fake_server import FakeServer
 
 pytestmark = pytest.mark.interop
 MODEL = "openai/hilbert-engineer"
-TEST_PROMPTS = 8  # `/test` lines after the task: each allows up to 4 more replies
+PROMPT = "\ndiff> "  # aider's prompt without a terminal: its edit format when not the model's own, "> "
+TEST_PROMPTS = 8  # the most `/test` lines after the task: each allows up to 4 more replies
 
 
 def test_aider_fixes_the_bug_through_the_fake_server(tmp_path: Path) -> None:
@@ -55,12 +58,21 @@ def test_aider_fixes_the_bug_through_the_fake_server(tmp_path: Path) -> None:
             *task.project.source_files,
             *(f"--read={test}" for test in task.project.test_files),
         ]
-        typed = task.project.task + "\n" + f"/test {test_command}\n" * TEST_PROMPTS
-        finished = run_client(argv, cwd=task.root, env=env, stdin=typed)
+
+        def typed() -> Iterator[str]:  # runs on at each prompt: aider waits for a line
+            yield task.project.task
+            for _ in range(TEST_PROMPTS):
+                asked = len(server.requests)
+                yield f"/test {test_command}"
+                if len(server.requests) == asked:  # the tests passed: aider had nothing to send
+                    break
+            yield "/exit"
+
+        finished = converse(argv, cwd=task.root, env=env, prompt=PROMPT, lines=typed())
         requests = server.requests
 
     assert_fixed(task, finished, requests)
-    assert finished.returncode == 0, finished.tail()
+    assert finished.returncode == 0 and finished.typed[-1:] == ("/exit",), finished.tail()
     model_calls = [r for r in requests if r["protocol"] == "openai-chat"]
     assert model_calls and all(r["path"] == "/v1/chat/completions" for r in model_calls)
     assert all(r["headers"]["user-agent"].startswith("OpenAI/Python ") for r in model_calls)  # via litellm

@@ -43,7 +43,7 @@ def test_claude_code_is_sent_back_by_the_stop_hook_then_allowed_to_stop(tmp_path
         )
         argv = [str(claude), "-p", task.project.task, "--output-format", "stream-json", "--verbose"]
         argv += ["--model", "claude-sonnet-4-5", "--permission-mode", "acceptEdits", "--allowedTools", "Bash"]
-        finished = run_client(argv, cwd=task.root, env=env, timeout=120)
+        finished = run_client(argv, cwd=task.root, env=env)
         requests = server.requests
 
     bodies = [json.dumps(r.get("body")) for r in requests if r.get("protocol") == "anthropic"]
