@@ -73,17 +73,19 @@ async def run_fleet(
     crashes: Crashes | None = None,
     worker: External | None = None,
     runtime: Place = Attempts,
+    snapshot: bool = False,
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do, or with `resume` go
     on with the run the log holds. Without `lead_model` escalated tasks stay escalated; `judge_model`
     gives the stop gate its model verdict, `panel` reviews what it passed; `heldout_root` is the folder
     the plan's `heldout:` paths are relative to. Every command goes through `runner`, the run's folder
     hidden. `settings` is the run's whole configuration (`hilbert.fleet.setup.open_run`). `worker`: an
-    external worker instead of hilbert's loop; `runtime`: what places attempts (`hilbert.fleet.seams`)."""
+    external worker instead of hilbert's loop; `runtime`: what places attempts (`hilbert.fleet.seams`);
+    `snapshot`: start from the repository's uncommitted working tree (`--allow-dirty`)."""
     models = Models(model, lead_model, judge_model, panel)
     async with open_run(
         plan, repo=repo, root=root, run=run, store=store, settings=settings, runner=runner, models=models,
-        heldout_root=heldout_root, skills=skills, resume=resume, crashes=crashes,
+        heldout_root=heldout_root, skills=skills, resume=resume, crashes=crashes, snapshot=snapshot,
     ) as opened:  # fmt: skip
         return await _Driver(opened, runtime, worker).go()
 

@@ -113,10 +113,12 @@ async def open_run(
     skills: Sequence[Skill] = (),
     resume: bool = False,
     crashes: Crashes | None = None,
+    snapshot: bool = False,
 ) -> AsyncIterator[Opened]:
     """Open run `run` in the folder `root`: with `plan` and `repo` a fresh one; with `resume` the one
     the log holds (its plan, repository and base). Every command goes through `runner`, with the
-    run's folder hidden; `heldout_root` is the folder the plan's `heldout:` paths are relative to."""
+    run's folder hidden; `heldout_root` is the folder the plan's `heldout:` paths are relative to.
+    `snapshot`: a fresh run starts from the repository's working tree as it is (`--allow-dirty`)."""
     root = Path(root).absolute()
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root, run):
@@ -142,7 +144,7 @@ async def open_run(
         now = resumable(settings, models)
         if started is None:
             integration = await Integration.create(source, root / "integration.git", git)
-            base = await integration.tip()
+            base = await (integration.snapshot(source) if snapshot else integration.tip())
             started = FleetStarted(
                 tasks=[t.id for t in plan.tasks],
                 plan=plan.model_dump(mode="json"),

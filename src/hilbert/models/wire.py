@@ -20,6 +20,7 @@ stream chunks), not the length of a generation; a server that goes quiet that lo
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import ssl
@@ -155,6 +156,23 @@ class WireModel(ABC):
             time_to_first_token_s=None if first is None else first - turn.started,
             attempts=attempts,
         )
+
+    async def probe(self, timeout_s: float = 15.0) -> str | None:
+        """Whether the model's server answers, before a run depends on it: one `GET /models` (no
+        tokens spent), no retries. None when it answers — any HTTP status but a refused key counts (a
+        server without that list still answered) —, else why not, in one line."""
+        async with httpx2.AsyncClient(verify=self._ssl_context(), follow_redirects=True) as http:
+            try:
+                await asyncio.wait_for(self._sdk(http).models.list(), timeout_s)
+            except Exception as exc:
+                status = getattr(exc, "status_code", None)
+                if status is not None and status not in (401, 403):
+                    return None
+                failure = classify(exc, model=self.name, key_var=self.endpoint.key_var)
+                if failure is None:
+                    raise
+                return failure.summary
+        return None
 
     def _ssl_context(self) -> ssl.SSLContext:
         # Building one costs ~20 ms, so it is made once per model; connections are not kept.

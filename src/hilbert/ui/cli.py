@@ -206,6 +206,12 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
     "Workers, budgets, timeouts and models may change; the plan, repository and base do not.",
 )
 @click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Run on a snapshot of your uncommitted changes (committed in the run's own clone, not in your "
+    "repository) instead of refusing a dirty working tree.",
+)
+@click.option(
     "--into",
     metavar="BRANCH",
     help="The branch of your repository the result is fetched into (default hilbert/RUN); "
@@ -220,6 +226,7 @@ def run(
     repo: Path,
     resume: str | None,
     into: str | None,
+    allow_dirty: bool,
     **options: Any,
 ) -> None:
     """Carry out a plan (--plan PLAN.md, or GOAL: the lead plans it first) with named workers;
@@ -228,6 +235,7 @@ def run(
     from hilbert.fleet.crash import Crashes
     from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import (
+        check_clean,
         check_into,
         default_plan_path,
         plan_command,
@@ -257,6 +265,8 @@ def run(
     runner = command_runner(settings)  # fails closed before the lead spends anything
     if into is not None:  # before the lead spends anything
         asyncio.run(check_into(settings, repo, into))
+    if goal is not None and (repo / ".git").exists():  # the lead plans from HEAD: refuse a dirty tree first
+        asyncio.run(check_clean(settings, repo, allow_dirty=allow_dirty))
     if goal is not None:
         plan_file = default_plan_path(repo)
         if not yes and not sys.stdin.isatty():  # refuse before the lead spends anything
@@ -273,7 +283,11 @@ def run(
                 hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
             )
     assert plan_file is not None
-    result = asyncio.run(run_command(settings, plan_file, repo, runner=runner, crashes=crashes, into=into))
+    result = asyncio.run(
+        run_command(
+            settings, plan_file, repo, runner=runner, crashes=crashes, into=into, allow_dirty=allow_dirty
+        )
+    )
     sys.exit(0 if result.all_done else 1)
 
 

@@ -24,6 +24,7 @@ from hilbert.fleet.crash import Crashes
 from hilbert.fleet.handoff import check_target, deliver, describe, how_to_look, result_branch
 from hilbert.fleet.lead_tools import PlanningToolBox
 from hilbert.fleet.plan import Plan, parse_plan
+from hilbert.fleet.preflight import live_on, models_answer, refuse_dirty, uncommitted
 from hilbert.fleet.proposals import pending_lines
 from hilbert.fleet.run import FleetResult, run_fleet
 from hilbert.fleet.setup import inherit
@@ -40,7 +41,7 @@ from hilbert.ui.fleet_views import ask_facts, interrupted
 from hilbert.ui.run_agent import printing
 from hilbert.workspaces import Git
 from hilbert.workspaces.disposable import disposable_checkout
-from hilbert.workspaces.integration import INTEGRATION
+from hilbert.workspaces.integration import INTEGRATION, refuse_submodules
 
 LEAD_TASK = """Goal: {goal}
 
@@ -129,6 +130,7 @@ async def plan_command(
             + (", or --out to write the new plan elsewhere" if next_step else ""),
         )
     model = model or model_from(settings, lead=True)
+    await models_answer([model])
     run = f"plan-{uuid.uuid4().hex[:8]}"
     folder = settings.home / "plans" / run
     git = Git(home=folder / "home")
@@ -177,12 +179,17 @@ async def run_command(
     echo: Callable[[str], None] = click.echo,
     crashes: Crashes | None = None,
     into: str | None = None,
+    allow_dirty: bool = False,
 ) -> FleetResult:
     """Carry out the plan in `plan_file` on `repo` with a fleet of workers (`settings.fleet`),
-    printing progress; what merged ends up in `repo` as the branch `into` (default `hilbert/<run>`)."""
+    printing progress; what merged ends up in `repo` as the branch `into` (default `hilbert/<run>`).
+    A working tree with uncommitted changes is refused, or with `allow_dirty` run on a snapshot."""
     _require_repo(repo)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    await refuse_submodules(repo, Git(home=settings.home))  # the repository first, then the models
     if into is not None:
         await check_into(settings, repo, into)
+    dirty = await check_clean(settings, repo, allow_dirty=allow_dirty)
     if not plan_file.is_file():
         raise UserError(f"no plan at {plan_file}", hint='write one with `hilbert plan "GOAL" --repo DIR`')
     plan = parse_plan(plan_file.read_text(), source=str(plan_file))
@@ -198,7 +205,18 @@ async def run_command(
         heldout_root=plan_file.parent,
         crashes=crashes,
         into=into,
+        snapshot=dirty,
     )
+
+
+async def check_clean(settings: Settings, repo: Path, *, allow_dirty: bool) -> bool:
+    """Whether `repo`'s working tree has changes a run from HEAD would not see; refused (one line)
+    unless `allow_dirty`."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    changes = await uncommitted(repo, Git(home=settings.home))
+    if changes and not allow_dirty:
+        refuse_dirty(repo, changes)
+    return bool(changes)
 
 
 async def check_into(settings: Settings, repo: Path, into: str) -> None:
@@ -301,10 +319,23 @@ async def _drive(
     resume: bool = False,
     crashes: Crashes | None = None,
     into: str | None = None,
+    snapshot: bool = False,
 ) -> FleetResult:
     model, lead_model = model_from(settings), model_from(settings, lead=True)
     judge_model, panel = gate_models(settings)
+    reviewers = [r.model for r in panel.reviewers] if panel else []
+    await models_answer([model, lead_model, judge_model, *reviewers])  # before anything is spent
     with EventStore.open(settings.db_path) as store:
+        if repo is not None:
+            for other in live_on(
+                [Fold(store, e.run).catch_up() for e in store.events(kinds=["fleet_started"])], repo
+            ):
+                echo(
+                    f"note: run {other.run} works on {repo} too (pid {other.pid}); "
+                    "`hilbert status --run RUN` shows either"
+                )
+        if snapshot:
+            echo(f"the run starts from a snapshot of the uncommitted changes in {repo} (--allow-dirty)")
         echo(
             f"run {run}{' (resumed)' if resume else ''}: {len(plan.tasks)} tasks, "
             f"{settings.fleet.workers} workers on {model.name}, the lead on {lead_model.name} "
@@ -337,6 +368,7 @@ async def _drive(
                     settings=settings,
                     resume=resume,
                     crashes=crashes,
+                    snapshot=snapshot,
                 )
         except asyncio.CancelledError:
             if Fold(store, run).catch_up().started is None:

@@ -68,6 +68,37 @@ class Integration:
         await git.run("-C", path, "branch", INTEGRATION, "HEAD")
         return cls(Path(path).absolute(), git)
 
+    async def snapshot(self, source: Path) -> str:
+        """Commit `source`'s working tree as it is (tracked changes, untracked files that are not
+        ignored) on top of the branch, and move the branch there: `--allow-dirty`. Nothing is written to
+        `source`: the index is a copy, the new objects go into this repository (the source's own are
+        read as alternates). Returns the new tip."""
+        source = Path(source).absolute()
+        git_dir = Path((await self.git.run("rev-parse", "--absolute-git-dir", cwd=source)).stdout.strip())
+        index = self.path / "snapshot.index"
+        found = (await self.git.run("rev-parse", "--git-path", "index", cwd=source)).stdout.strip()
+        if (source / found).is_file():  # `found` is relative to `source`, or absolute
+            index.write_bytes((source / found).read_bytes())
+        env = {
+            "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(source),
+            "GIT_INDEX_FILE": str(index),
+            "GIT_OBJECT_DIRECTORY": str(self.path / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects"),
+        }
+        try:
+            await self.git.run("add", "-A", cwd=source, extra_env=env)
+            tree = (await self.git.run("write-tree", cwd=source, extra_env=env)).stdout.strip()
+        finally:
+            index.unlink(missing_ok=True)
+        parent = await self.tip()
+        message = "hilbert: a snapshot of the uncommitted changes the run started from (--allow-dirty)"
+        commit = (
+            await self.git.run("commit-tree", tree, "-p", parent, "-m", message, cwd=self.path)
+        ).stdout.strip()
+        await self.git.run("update-ref", self.ref, commit, parent, cwd=self.path)
+        return commit
+
     async def tip(self) -> str:
         """The commit the branch is at."""
         return (await self.git.run("rev-parse", "--verify", self.ref, cwd=self.path)).stdout.strip()

@@ -1,0 +1,69 @@
+"""What a run checks before any model is called (docs/design/first_run.md): every model named for it
+answers, the person's working tree holds nothing the workers would not see, and which other live run
+works on the same repository. Each failure is one line saying what to do (`UserError`).
+
+The sandbox is checked where the command runner is built (`hilbert.ui.edge.command_runner`: it fails
+closed), the repository where the run is opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hilbert.errors import UserError
+from hilbert.fleet.state import FleetState
+from hilbert.workspaces.git import Git
+
+
+async def models_answer(models: Sequence[Any]) -> None:
+    """Refuse the run when a model's server does not answer (one `GET /models` each, at once; a
+    model shared by several roles is asked once). Models that cannot be probed are left alone."""
+    unique = {m.name: m for m in models if m is not None and hasattr(m, "probe")}
+    answers = await asyncio.gather(*(m.probe() for m in unique.values()))
+    silent = [(name, why) for name, why in zip(unique, answers, strict=True) if why is not None]
+    if silent:
+        name, why = silent[0]
+        url = getattr(getattr(unique[name], "endpoint", None), "base_url", None)
+        name += f" at {url}" if url else ""
+        others = f" (and {len(silent) - 1} more)" if len(silent) > 1 else ""
+        raise UserError(
+            f"the model {name} does not answer: {why}{others}",
+            hint="check that its server is running and the URL and key are right, or name another model",
+        )
+
+
+async def uncommitted(repo: Path, git: Git) -> list[str]:
+    """The working tree's changes a run started from HEAD would not see: tracked files changed and
+    untracked files that are not ignored (`git status --porcelain` lines)."""
+    status = await git.run("status", "--porcelain", "--untracked-files=all", cwd=repo)
+    return [line for line in status.stdout.splitlines() if line.strip()]
+
+
+def refuse_dirty(repo: Path, changes: Sequence[str]) -> None:
+    shown = ", ".join(line[3:] for line in changes[:3]) + (
+        f" and {len(changes) - 3} more" if len(changes) > 3 else ""
+    )
+    raise UserError(
+        f"{repo} has uncommitted changes the workers would not see: {shown}",
+        hint="commit or stash them, or pass --allow-dirty to run on a snapshot of them "
+        "(made in the run's own clone, not in your repository)",
+    )
+
+
+def live_on(states: Sequence[FleetState], repo: Path) -> list[FleetState]:
+    """The runs on `repo` whose process is alive now."""
+    here = repo.resolve()
+    return [
+        s
+        for s in states
+        if s.started is not None
+        and s.finished is None
+        and Path(s.started.repo).resolve() == here
+        and s.process_alive()
+    ]
+
+
+__all__ = ["live_on", "models_answer", "refuse_dirty", "uncommitted"]
