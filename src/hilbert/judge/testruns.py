@@ -298,6 +298,8 @@ def _overall(phases: Mapping[str, str]) -> str:
         return "failed"
     if "skipped" in values:
         return "skipped"
+    if phases.get("setup") == "xfailed":  # `pytest.xfail()` in a fixture: no call phase, as pytest has it
+        return "xfailed"
     if "call" not in phases or "teardown" not in phases:
         return "incomplete"
     return phases["call"]
