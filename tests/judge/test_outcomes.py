@@ -264,7 +264,7 @@ def test_in_a_perturbed_run_the_code_under_test_sees_neither_the_runner_variable
 ) -> None:
     (tmp_path / "test_probe.py").write_text(
         "import os, sys\n\n\ndef test_probe():\n"
-        "    assert 'PYTEST_CURRENT_TEST' not in os.environ and sys.argv == ['python']\n"
+        "    assert 'PYTEST_CURRENT_TEST' not in os.environ and sys.argv == ['-c']\n"
         "    assert not any(k.startswith('HILBERT_GATE') for k in os.environ)\n"
     )
     runner = Runner.unsandboxed(command_env(hilbert_python_first=True))

@@ -153,11 +153,13 @@ async def run_process(
     limits: Limits | None = None,
     drain_s: float = DRAIN_S,
     waiting: Waiting | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> int | None:
     """Run `argv`; its output goes to `stdout` as it comes (`stderr` too, unless a sink of its own is
     given). Returns the exit status (negative: killed by that signal), or None when it ran past
     `timeout_s`. `waiting = (every_s, call)` calls `call(elapsed_s)` every `every_s` seconds while it
-    runs. Raises FileNotFoundError when the program is missing."""
+    runs. `pass_fds`: descriptors it inherits (no other is). Raises FileNotFoundError when the
+    program is missing."""
     group = limits.group() if limits else None
     reaped = limits is not None and group is None  # no group to end what it leaves: the subreaper does
     if reaped:
@@ -175,6 +177,7 @@ async def run_process(
             stderr=pipes[-1][1],
             start_new_session=True,
             preexec_fn=preexec,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         for read_fd, _ in pipes:

@@ -252,9 +252,13 @@ class Runner:
         output: Output | None = None,
         screened: bool = False,
         on_wait: Callable[[float], None] | None = None,
+        pass_fds: tuple[int, ...] = (),
+        readonly: tuple[Path, ...] = (),
     ) -> Ran:
         """Run `command` in `cwd` (default `root`), only `root` writable; never raises for the
-        command's own failure. `screened`: a model wrote it, so the command policy reads it first."""
+        command's own failure. `screened`: a model wrote it, so the command policy reads it first.
+        `pass_fds`: descriptors the command inherits, under the same numbers (through the sandbox);
+        `readonly`: folders under `root` it cannot write (where the sandbox can: `Sandbox.wrap`)."""
         root = root.resolve()
         cwd = (cwd or root).resolve()
         output = output or Output(6000, lambda: None)
@@ -264,7 +268,7 @@ class Runner:
             refusal = check_shell(command, root)
             if refusal is not None:
                 return Ran(command, REFUSED_EXIT, output, timeout, refused=str(refusal))
-        argv = self.sandbox.wrap(["bash", "-c", command], root, cwd)
+        argv = self.sandbox.wrap(["bash", "-c", command], root, cwd, readonly)
         waiting = (self.timeouts.progress_s, on_wait) if on_wait else None
         async with self.slots or contextlib.nullcontext():
             try:
@@ -276,6 +280,7 @@ class Runner:
                     stdout=output.add,
                     limits=self.limits,
                     waiting=waiting,
+                    pass_fds=pass_fds,
                 )
             finally:
                 output.close()

@@ -267,7 +267,7 @@ class Steps:
         if out is None:
             why = "no test session reported: the held-out tests did not run under pytest"
         elif not out.finished:
-            why = "the test session ended without its end-of-session record"
+            why = out.untrusted or "the test session ended without its end-of-session record"
         elif not out.collected:
             why = "no held-out test was collected"
         elif out.not_passing(out.collected):
@@ -364,7 +364,8 @@ class Steps:
         caveats = [unseen(out.unseen)] if out.unseen else []  # shown, but not failing by themselves
         if not out.finished:
             findings.append(
-                "a test session ended without its end-of-session record (the process exited early)"
+                out.untrusted
+                or "a test session ended without its end-of-session record (the process exited early)"
             )
         if base is not None and not reference.imposed:
             shown = ", ".join(f"{root or '?'} ({ini or 'no ini file'})" for root, ini in base.configs[:5])
@@ -445,8 +446,9 @@ def _copy_heldout(folder: Path, tree: Path) -> None:
 
 
 def _changed(normal: Result, perturbed: Result) -> dict[str, str]:
-    """The tests that passed in the normal run and do not in the perturbed one: id -> now."""
-    now = perturbed.table()
+    """The tests that passed in the normal run and do not in the perturbed one: id -> now (records
+    the judge cannot trust count as none)."""
+    now = {} if perturbed.outcomes is not None and perturbed.outcomes.untrusted else perturbed.table()
     return {
         n: now.get(n, "not run")
         for n, o in normal.table().items()

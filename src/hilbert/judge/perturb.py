@@ -2,10 +2,11 @@
 
 A `Perturbation` changes what honest code does not depend on and test-aware code might: where the tree
 lives (another export location, its folder under another name), the runner's variables
-(`PYTEST_CURRENT_TEST` hidden from the code under test, a neutral `sys.argv` during each test), the clock
-(moved by days with libfaketime, the monotonic clock left alone: waits with a timeout must still end),
-the order the tests run in, `TMPDIR` and `HOME`. `describe()` is what the evidence records; a missing
-tool skips its part and says so (`skipped`).
+(`PYTEST_CURRENT_TEST` never set for the code under test, `sys.argv` and `sys.orig_argv` those of
+`python -c`), the clock (moved by days with libfaketime, the monotonic clock left alone: waits with a
+timeout must still end; the variables that move it are out of the code under test's `os.environ`, see
+`hilbert.judge.reporter`), the order the tests run in, `TMPDIR` and `HOME`. `describe()` is what the
+evidence records; a missing tool skips its part and says so (`skipped`).
 """
 
 from __future__ import annotations

@@ -2,10 +2,20 @@
 
 `run_tests(runner, command, tree, controls)` runs a command (the task's verify, the held-out tests, a
 merge check) through the one command runner, with the judge's pytest reporter
-(`hilbert.judge.reporter`) reaching every pytest it starts: the reporter's folder goes first on
-`PYTHONPATH`, `-p hilbert_gate_reporter` into `PYTEST_ADDOPTS`. It returns the `Ran` and the
-`Outcomes` (None when no pytest started: the command is judged on its exit status only, and the
-evidence says so).
+(`hilbert.judge.reporter`) reaching every pytest it starts: the reporter, copied under a name drawn per
+run (`hilbert_gate_<token>`: nothing committed can shadow it), in a folder that goes first on
+`PYTHONPATH`, `-p <name>` into `PYTEST_ADDOPTS`. Its records go to a file opened here, outside the
+tree and unlinked at once, handed down as an inherited descriptor: the code under test finds no records
+in the tree to rewrite. Under bubblewrap the reporter's folder is read-only to the command. It returns
+the `Ran` and the `Outcomes` (None when no pytest started: the command is judged on its exit status
+only, and the evidence says so).
+
+What the judge cannot trust makes the outcomes `untrusted` (and so not `finished`, which every caller
+reads as a failure): a session whose `start` names another file than the reporter copied for this run
+(a module that shadowed it), records of no started session, or the reporter's files changed while
+the command ran (a later session would load what the code under test wrote). Code running inside a
+pytest process can still reach the reporter and its descriptor; that is for the static checks
+(`hilbert.judge.integrity`: product code probing its process or naming the test runner).
 
 `Controls` are how the judge makes the base commit the reference for how tests run: the base's pytest
 configuration written as one ini file (`-c`, with `--rootdir` as the base had it), plugin autoload off
@@ -21,14 +31,15 @@ import os
 import secrets
 import shlex
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hilbert.commands import Output, Ran, Runner, Timeout
 
 REPORTER = Path(__file__).with_name("reporter.py")
-PLUGIN = "hilbert_gate_reporter"
 PASSING = frozenset({"passed"})
 
 
@@ -62,7 +73,8 @@ class Outcomes:
     command's sessions (pytest-xdist workers not counted); `unseen`: xdist workers that never
     reported (their tests ran where the judge could not look); `deselected`: tests a session's own
     selection options (`-k`, `-m`, `--deselect`) left out; `dropped`: tests collected and then left out
-    otherwise (a hook); `scope`: the paths the sessions collected from, relative to the tree."""
+    otherwise (a hook); `scope`: the paths the sessions collected from, relative to the tree;
+    `untrusted`: why the records cannot be trusted (then `finished` is False)."""
 
     collected: tuple[str, ...]
     outcomes: Mapping[str, str]
@@ -76,6 +88,7 @@ class Outcomes:
     deselected: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
     scope: tuple[str, ...] = ()
+    untrusted: str = ""  # why the judge cannot trust these records ("": it can; else not `finished`)
 
     @property
     def one_config(self) -> bool:
@@ -102,6 +115,7 @@ class Outcomes:
             "deselected": list(self.deselected),
             "dropped": list(self.dropped),
             "scope": list(self.scope),
+            "untrusted": self.untrusted,
         }
 
     @classmethod
@@ -119,6 +133,7 @@ class Outcomes:
             tuple(data.get("deselected") or ()),  # type: ignore[arg-type]
             tuple(data.get("dropped") or ()),  # type: ignore[arg-type]
             tuple(data.get("scope") or ()),  # type: ignore[arg-type]
+            str(data.get("untrusted") or ""),
         )
 
 
@@ -146,27 +161,72 @@ async def run_tests(
 ) -> TestRun:
     """Run `command` in `tree` with the reporter and `controls`; the reporter's files are removed
     after, so the tree is left as the command left it."""
-    folder = tree / f".hilbert-gate-{secrets.token_hex(6)}"
-    records = folder / "records"
-    records.mkdir(parents=True)
-    shutil.copyfile(REPORTER, folder / f"{PLUGIN}.py")
-    env = _environment(runner.env, controls, folder, records, tree)
-    if controls.exported:
-        command = "".join(f"export {k}={shlex.quote(v)}; " for k, v in controls.exported.items()) + command
+    folder = tree.resolve() / f".hilbert-gate-{secrets.token_hex(6)}"
+    module = f"hilbert_gate_{secrets.token_hex(8)}"
+    folder.mkdir()
+    reading, writing = _records_file()
     try:
+        shutil.copyfile(REPORTER, folder / f"{module}.py")
+        env = _environment(runner.env, controls, folder, module, writing, tree)
+        placed = _contents(folder)
+        if controls.exported:
+            command = (
+                "".join(f"export {k}={shlex.quote(v)}; " for k, v in controls.exported.items()) + command
+            )
         ran = await runner.with_env(env, drop=controls.drop).run(
-            command, root=tree, timeout=timeout, output=output or Output(3000, lambda: None), on_wait=on_wait
+            command,
+            root=tree,
+            timeout=timeout,
+            output=output or Output(3000, lambda: None),
+            on_wait=on_wait,
+            pass_fds=(writing,),
+            readonly=(folder,),
         )
-        outcomes = await asyncio.to_thread(read_records, records, tree)
+        changed = await asyncio.to_thread(_contents, folder) != placed
+        os.close(writing)
+        writing = -1
+        with os.fdopen(os.dup(reading), "rb") as records:
+            text = await asyncio.to_thread(records.read)
+        untrusted = (
+            "the judge's reporter files in the tree were changed while the command ran" if changed else ""
+        )
+        outcomes = read_records(
+            text.decode(errors="replace").splitlines(), tree, str(folder / f"{module}.py"), untrusted
+        )
     finally:
+        for fd in (reading, writing):
+            if fd >= 0:
+                os.close(fd)
         await asyncio.to_thread(shutil.rmtree, folder, True)
     return TestRun(ran, outcomes)
 
 
+def _records_file() -> tuple[int, int]:
+    """A file for the records outside the tree, unlinked at once (nothing can find it by name): a
+    descriptor to read it, and one that appends, for the command to inherit."""
+    reading, path = tempfile.mkstemp(prefix="hilbert-gate-records-")
+    try:
+        writing = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError:
+        os.close(reading)
+        raise
+    finally:
+        os.unlink(path)
+    return reading, writing
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    """Every file in `folder`, by name, with its bytes (none when it cannot be read)."""
+    try:
+        return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+    except OSError:
+        return {}
+
+
 def _environment(
-    base: Mapping[str, str], controls: Controls, folder: Path, records: Path, tree: Path
+    base: Mapping[str, str], controls: Controls, folder: Path, module: str, records: int, tree: Path
 ) -> dict[str, str]:
-    options = ["-p", PLUGIN]
+    options = ["-p", module]
     restore: dict[str, str | None] = {"PYTEST_ADDOPTS": base.get("PYTEST_ADDOPTS")}
     env = {**controls.env}
     if controls.ini is not None:
@@ -184,8 +244,11 @@ def _environment(
     restore["PYTHONPATH"] = base.get("PYTHONPATH")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), base.get("PYTHONPATH", "")) if p)
     env["PYTEST_ADDOPTS"] = " ".join([*map(shlex.quote, options), base.get("PYTEST_ADDOPTS", "")]).strip()
-    env["HILBERT_GATE_RECORDS"] = str(records)
+    found = os.fstat(records)
+    env["HILBERT_GATE_RECORDS"] = f"{records}:{found.st_dev}:{found.st_ino}"
     env["HILBERT_GATE_RESTORE"] = json.dumps(restore)
+    if controls.exported:  # out of the code under test's sight, as they were before the judge set them
+        env["HILBERT_GATE_UNSEEN"] = json.dumps({name: base.get(name) for name in controls.exported})
     if controls.collect_only:
         env["HILBERT_GATE_COLLECT_ONLY"] = "1"
     if controls.order:
@@ -219,31 +282,44 @@ class _Session:
         return [k for k in found if k is not None]
 
 
-def read_records(records: Path, tree: Path) -> Outcomes | None:
-    """The reporter's files merged: None when no session started."""
+def read_records(
+    lines: Iterable[str], tree: Path, plugin: str | None = None, untrusted: str = ""
+) -> Outcomes | None:
+    """The reporter's records merged, per pytest process: None when no session started and nothing
+    was amiss. `plugin`: the reporter's file for this run (a session that names another is refused)."""
+    by_process: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a killed process
+        if isinstance(record, dict):
+            by_process.setdefault(str(record.get("process")), []).append(record)
+    why = [untrusted] if untrusted else []
     sessions: list[_Session] = []
     plugins: set[str] = set()
     workers: list[str] = []
     scope: list[str] = []
-    for path in sorted(records.glob("*.jsonl")):
+    for records in by_process.values():
         session: _Session | None = None
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a torn last line of a killed process
-            kind = record.get("kind") if isinstance(record, dict) else None
+        for record in records:
+            kind = record.get("kind")
             if kind == "start":
+                if plugin is not None and record.get("plugin") != plugin:
+                    why.append(
+                        f"a pytest session loaded {record.get('plugin')!r} in place of the judge's reporter"
+                    )
                 worker = record.get("worker")
                 rootdir = _relative(record.get("rootdir"), tree)
                 session = _Session(
                     rootdir, _relative(record.get("inifile"), tree), str(worker) if worker else None
                 )
                 sessions.append(session)
-                plugins.update(p for p in record.get("plugins") or () if isinstance(p, str))
-                scope += [s for p in record.get("scope") or () if (s := _relative(p, tree)) is not None]
+                plugins.update(_strings(record.get("plugins")))
+                scope += [s for p in _strings(record.get("scope")) if (s := _relative(p, tree)) is not None]
             elif session is None:
-                continue  # nothing is counted before a session started
+                why.append("the records hold lines of no session the judge's reporter started")
+                break
             elif kind == "worker" and isinstance(record.get("id"), str):
                 workers.append(record["id"])
             elif kind == "collected":
@@ -255,19 +331,19 @@ def read_records(records: Path, tree: Path) -> Outcomes | None:
                 session.phases.setdefault(key, {})[str(record.get("when"))] = str(record.get("outcome"))
             elif kind == "finish":
                 session.ended = True
-    if not sessions:
+    if not sessions and not why:
         return None
     outcomes: dict[str, str] = {}
     for session in sessions:
         for key, seen in session.phases.items():
             outcomes[key] = _worst(outcomes.get(key), _overall(seen))
     own = [s for s in sessions if s.worker is None]  # the command's sessions, not xdist workers
-    first = own[0] if own else sessions[0]
+    first = own[0] if own else sessions[0] if sessions else _Session(None, None, None)
     reported = {s.worker for s in sessions}
     return Outcomes(
         tuple(dict.fromkeys(k for s in sessions for k in s.collected)),
         outcomes,
-        all(s.ended for s in sessions),
+        all(s.ended for s in sessions) and not why,
         len(sessions),
         first.rootdir,
         first.inifile,
@@ -277,7 +353,12 @@ def read_records(records: Path, tree: Path) -> Outcomes | None:
         tuple(dict.fromkeys(k for s in sessions for k in s.deselected)),
         tuple(dict.fromkeys(k for s in sessions for k in s.dropped)),
         tuple(dict.fromkeys(scope)),
+        "; ".join(dict.fromkeys(why)),
     )
+
+
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 SEVERITY = ("failed", "incomplete", "passed", "xpassed", "xfailed", "skipped")
@@ -298,6 +379,8 @@ def _overall(phases: Mapping[str, str]) -> str:
         return "failed"
     if "skipped" in values:
         return "skipped"
+    if phases.get("setup") == "xfailed":  # `pytest.xfail()` in a fixture: no call phase, as pytest has it
+        return "xfailed"
     if "call" not in phases or "teardown" not in phases:
         return "incomplete"
     return phases["call"]

@@ -99,8 +99,12 @@ class Sandbox:
     abi: int = 0  # for `landlock`: the kernel's Landlock ABI version
     private: tuple[Path, ...] = ()  # the person's credentials and XDG_RUNTIME_DIR (`private_paths`)
 
-    def wrap(self, argv: Sequence[str], workspace: Path, cwd: Path) -> list[str]:
-        """`argv` as it runs in this sandbox; `PermissionError` for `refuse`."""
+    def wrap(
+        self, argv: Sequence[str], workspace: Path, cwd: Path, readonly: Sequence[Path] = ()
+    ) -> list[str]:
+        """`argv` as it runs in this sandbox; `PermissionError` for `refuse`. `readonly`: folders
+        inside the workspace bound back read-only (bubblewrap only: Landlock cannot take back a right
+        it granted on the workspace)."""
         if self.kind == "refuse":
             raise PermissionError(REFUSED)
         if self.kind == "unsandboxed" or self.binary is None:
@@ -121,6 +125,8 @@ class Sandbox:
             elif path.exists():
                 args += ["--ro-bind", "/dev/null", str(path.resolve())]
         args += ["--bind", str(workspace.resolve()), str(workspace.resolve()), "--chdir", str(cwd.resolve())]
+        for path in readonly:
+            args += ["--ro-bind", str(path.resolve()), str(path.resolve())]
         return [*args, "--", *argv]
 
     def _landlock(self, argv: Sequence[str], workspace: Path, cwd: Path) -> list[str]:
