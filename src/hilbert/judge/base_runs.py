@@ -34,10 +34,11 @@ class Result:
     outcomes: Outcomes | None
 
     def table(self) -> dict[str, str]:
-        """Outcome per node id; a command without pytest has one entry, its exit status."""
+        """Outcome per node id; a command without pytest has one entry, its exit status; records the
+        judge cannot trust (`Outcomes.untrusted`) count as none."""
         if self.outcomes is None:
             return {EXIT: "passed" if self.ok else "failed"}
-        return dict(self.outcomes.outcomes)
+        return {} if self.outcomes.untrusted else dict(self.outcomes.outcomes)
 
     def to_json(self) -> dict[str, object]:
         return {"ok": self.ok, "outcomes": None if self.outcomes is None else self.outcomes.to_json()}

@@ -447,8 +447,8 @@ def _copy_heldout(folder: Path, tree: Path) -> None:
 
 def _changed(normal: Result, perturbed: Result) -> dict[str, str]:
     """The tests that passed in the normal run and do not in the perturbed one: id -> now (records
-    the judge cannot trust count as none)."""
-    now = {} if perturbed.outcomes is not None and perturbed.outcomes.untrusted else perturbed.table()
+    the judge cannot trust count as none: `Result.table`)."""
+    now = perturbed.table()
     return {
         n: now.get(n, "not run")
         for n, o in normal.table().items()
