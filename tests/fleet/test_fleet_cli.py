@@ -392,3 +392,38 @@ def test_into_refuses_a_checked_out_branch_and_a_run_that_merged_nothing_writes_
     )
     assert "the result is" not in ran.stdout and "git fetch" not in ran.stdout
     assert git(project.path, "for-each-ref") == refs  # no branch, nothing moved
+
+
+def test_runs_lists_each_run_and_commands_refuse_to_guess_between_two_live_ones(tmp_path: Path) -> None:
+    """Two live runs on one repository (this test's own process stands for their orchestrators): `hilbert
+    runs` lists both, and `status` without --run names them instead of silently picking the newer."""
+    import os
+    import socket
+
+    from hilbert.fleet.events import FleetStarted
+    from hilbert.store import EventStore
+
+    repo = tmp_path / "repo"
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid stands for an orchestrator that died
+    with EventStore.open(tmp_path / "home" / "hilbert.db") as store:
+        for run, pid in (("run-a", os.getpid()), ("run-b", os.getpid()), ("run-c", dead.pid)):
+            started = FleetStarted(
+                tasks=["T1"], repo=str(repo), base="0" * 40, pid=pid, host=socket.gethostname()
+            )
+            store.append(run, "harness", "fleet_started", started.data())
+    listed = hilbert("runs", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.strip().splitlines()
+    assert header.split() == ["RUN", "STATE", "AGE", "DONE", "REPOSITORY"]
+    assert [row.split()[:2] for row in rows] == [
+        ["run-a", "live"],
+        ["run-b", "live"],
+        ["run-c", "interrupted"],
+    ]
+    assert all(row.endswith(str(repo)) for row in rows), rows
+    ambiguous = hilbert("status", cwd=tmp_path)
+    assert ambiguous.returncode == 2 and "2 runs are live: run-a, run-b" in ambiguous.stderr, ambiguous.stderr
+    assert "--run" in ambiguous.stderr and len(ambiguous.stderr.strip().splitlines()) == 1
+    named = hilbert("status", "--run", "run-b", cwd=tmp_path)
+    assert named.returncode == 0 and named.stdout.startswith("run run-b: "), named.stdout

@@ -313,11 +313,43 @@ def _open_run(db: Path | None, run_id: str | None) -> Iterator[tuple[Any, str]]:
 
 
 def _latest(store: Any, runs: list[str]) -> str:
-    """The newest fleet run still going, else the newest run of any kind."""
+    """The one live fleet run, else the newest fleet run still going, else the newest run of any kind.
+    Two live runs or more: refused (one line naming them), never a silent pick of the newer."""
+    from hilbert.fleet.state import Fold
+
     going = {e.run for e in store.events(kinds=["fleet_started"])} - {
         e.run for e in store.events(kinds=["fleet_finished"])
     }
+    live = [run for run in runs if run in going and Fold(store, run).catch_up().process_alive()]
+    if len(live) > 1:
+        raise UserError(
+            f"{len(live)} runs are live: {', '.join(live)}",
+            hint="name one with --run RUN (`hilbert runs` lists them)",
+        )
+    if live:
+        return live[0]
     return next((run for run in reversed(runs) if run in going), runs[-1])
+
+
+@cli.command()
+@_DB
+def runs(db: Path | None) -> None:
+    """The fleet runs in the log, oldest first: id, state (live, interrupted, finished), age, tasks
+    done, repository."""
+    from hilbert.fleet.state import Fold
+    from hilbert.store import EventStore
+    from hilbert.ui.fleet_views import runs_table
+
+    settings = Settings.load({"db": db})
+    if not settings.db_path.exists():
+        raise UserError(f"no event log at {settings.db_path}", hint="start a run first, or pass --db")
+    with EventStore.open(settings.db_path) as store:
+        started = store.events(kinds=["fleet_started"])
+        states = [Fold(store, e.run).catch_up() for e in started]
+    if not states:
+        click.echo(f"no fleet run in {settings.db_path}")
+        return
+    click.echo("\n".join(runs_table(states, {e.run: e.time for e in started})))
 
 
 @cli.command()

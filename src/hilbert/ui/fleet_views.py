@@ -31,6 +31,36 @@ def interrupted(state: FleetState) -> bool:
     return state.started is not None and state.finished is None and state.process_alive() is False
 
 
+def run_label(state: FleetState) -> str:
+    """live (its process runs), interrupted (resumable), finished, or unknown (another machine's)."""
+    if state.finished is not None:
+        return "finished"
+    alive = state.process_alive()
+    return "live" if alive else "interrupted" if alive is False else "unknown"
+
+
+def runs_table(states: list[FleetState], started_at: dict[str, float], now: float | None = None) -> list[str]:
+    """`hilbert runs`: one line per fleet run, oldest first — id, state, age, tasks done, repository."""
+    now = time.time() if now is None else now
+    lines = [f"{'RUN':<30} {'STATE':<12} {'AGE':>6}  {'DONE':<7} REPOSITORY"]
+    for state in states:
+        assert state.started is not None
+        done = sum(s.status == "done" for s in state.states.values())
+        label = run_label(state) + (f" {state.pid}" if run_label(state) == "live" else "")
+        lines.append(
+            f"{state.run:<30} {label:<12} {_age(now - started_at.get(state.run, now)):>6}  "
+            f"{f'{done}/{len(state.states)}':<7} {state.started.repo}"
+        )
+    return lines
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
 def worker_states(
     state: FleetState, now: float | None = None, stuck_after_s: float = STUCK_AFTER_S
 ) -> dict[str, str]:
