@@ -4,6 +4,7 @@ hilbert/integration (green), the person's repository is untouched, and status sh
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +212,9 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
     assert "please also add a comment" in log and "stopped (halted)" in log
     assert "the person asked this agent to stop" in log
     assert "T2: pending" in out  # no new task started after the stop
+    late = hilbert("send", "poincare", "are you still there?", cwd=tmp_path)  # nobody reads it now
+    assert late.returncode == 0 and "not read now: Poincaré is halted" in late.stdout, late.stdout
+    assert "sent to" not in late.stdout and "hilbert run --resume" in late.stdout
 
 
 def test_status_watch_refreshes_until_the_run_ends(tmp_path: Path) -> None:
@@ -427,3 +431,39 @@ def test_runs_lists_each_run_and_commands_refuse_to_guess_between_two_live_ones(
     assert "--run" in ambiguous.stderr and len(ambiguous.stderr.strip().splitlines()) == 1
     named = hilbert("status", "--run", "run-b", cwd=tmp_path)
     assert named.returncode == 0 and named.stdout.startswith("run run-b: "), named.stdout
+
+
+def test_answering_no_keeps_the_plan_and_prints_a_command_that_runs_as_printed(tmp_path: Path) -> None:
+    """At a terminal, "n" to "Run this plan now?" is not an error: the plan stays, and the command
+    printed to run it later carries the models it was given (it used to stop at "no model given")."""
+    import os
+    import pty
+    import shlex
+
+    project = generate_sample_project(tmp_path / "repo", 7, bugs=1)
+    commit_all(project.path)
+    env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
+    with FakeServer("lead") as lead, FakeServer("engineer") as engineer:
+        models = [
+            "--model",
+            f"openai:fake@{engineer.openai_base_url}",
+            "--lead-model",
+            f"anthropic:lead@{lead.base_url}",
+        ]
+        controller, terminal = pty.openpty()  # the person's terminal: stdin only
+        os.write(controller, b"n\n")
+        try:
+            asked = subprocess.run(
+                [sys.executable, "-m", "hilbert.ui.cli", "run", "fix the tests", "--repo", "repo", *models],
+                cwd=tmp_path, env=env, stdin=terminal, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+        finally:
+            os.close(terminal)
+            os.close(controller)
+        assert asked.returncode == 0 and not asked.stderr, asked.stderr + asked.stdout[-2000:]
+        assert "not run: the plan is in" in asked.stdout and (tmp_path / "PLAN.md").is_file()
+        printed = asked.stdout.strip().splitlines()[-1].strip()
+        assert printed.startswith("hilbert run --plan ") and "--model" in printed, printed
+        again = run_cli(*shlex.split(printed)[1:], cwd=tmp_path, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr + again.stdout[-2000:]
+    assert re.search(r"\b(\d+) of \1 tasks merged", again.stdout), again.stdout[-2000:]

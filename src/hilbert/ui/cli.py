@@ -240,6 +240,7 @@ def run(
         default_plan_path,
         plan_command,
         resume_command,
+        run_again,
         run_command,
     )
 
@@ -278,10 +279,9 @@ def run(
             plan_command(settings, goal, repo, plan_file, runner=runner, next_step=False, force=force)
         )
         if not yes and not click.confirm("Run this plan now?"):
-            raise UserError(
-                f"the plan is in {plan_file}, not run",
-                hint=f"review it and run `hilbert run --plan {plan_file}`, or pass --yes to run it at once",
-            )
+            click.echo(f"not run: the plan is in {plan_file}; review it, then run it with:")
+            click.echo(f"  {run_again(settings, plan_file, repo)}")
+            return
     assert plan_file is not None
     result = asyncio.run(
         run_command(
@@ -389,13 +389,20 @@ def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
     """Send NAME a message; it is delivered at the agent's next turn boundary."""
     from hilbert.fleet.inbox import send as deliver
     from hilbert.fleet.state import Fold
-    from hilbert.ui.fleet_views import find_agent, run_key
+    from hilbert.ui.fleet_views import find_agent, run_key, worker_states
 
     with _open_run(db, run_id) as (store, run):
         state = Fold(store, run).catch_up()
         agent = find_agent(state, name)
         deliver(store, run, agent, text, key=run_key(state))
-        click.echo(f"sent to {agent} (run {run}); it reads it before its next model call")
+        label = worker_states(state).get(agent, state.agents[agent].status)
+        if label in ("working", "judged", "stuck"):
+            click.echo(f"sent to {agent} (run {run}); it reads it before its next model call")
+        else:  # halted, done, dead, ...: nobody reads it now
+            click.echo(
+                f"not read now: {agent} is {label} (run {run}); the message is kept in the log and "
+                f"reaches {agent} only if it works again (a retried task, or `hilbert run --resume {run}`)"
+            )
 
 
 @cli.command()

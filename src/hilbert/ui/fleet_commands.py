@@ -7,6 +7,7 @@ it is committed (`EventPrinter`), and `status` is a fold over the log.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import shutil
 import time
 import uuid
@@ -166,8 +167,19 @@ async def plan_command(
         + ("; review or edit it, then run it:" if next_step else "")
     )
     if next_step:
-        echo(f"  hilbert run --plan {out} --repo {repo}")
+        echo(f"  {run_again(settings, out, repo)}")
     return tools.plan
+
+
+def run_again(settings: Settings, plan: Path, repo: Path) -> str:
+    """The command that runs `plan` on `repo` with the models this command was given (it must run as
+    printed: without a model it would only say "no model given")."""
+    words = ["hilbert", "run", "--plan", str(plan), "--repo", str(repo)]
+    if settings.model:
+        words += ["--model", settings.model]
+    if settings.lead_model and settings.lead_model != settings.model:
+        words += ["--lead-model", settings.lead_model]
+    return shlex.join(words)
 
 
 async def run_command(
