@@ -82,6 +82,9 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     head, *agents = status.stdout.strip().splitlines()  # the run's line, then one line per agent
     assert status.returncode == 0 and head.startswith("run ") and f": {n} tasks ({n} done)" in head, head
     assert len(agents) >= n and all(" T" in line and " done " in line for line in agents), agents
+    # the fake model has no price: said as the run starts, and its spend shows as $?, not $0.0000
+    assert f"note: no price known for openai:fake@{engineer.openai_base_url}" in ran.stdout
+    assert all("$?" in line and "$0.0000" not in line for line in agents), agents
 
 
 def test_run_with_a_goal_plans_then_runs_with_yes_and_refuses_without_a_terminal_to_ask_on(

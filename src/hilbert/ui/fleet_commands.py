@@ -348,6 +348,13 @@ async def _drive(
                 )
         if snapshot:
             echo(f"the run starts from a snapshot of the uncommitted changes in {repo} (--allow-dirty)")
+        prices = PriceTable.default().with_overrides(settings.prices)
+        named = [settings.model, settings.lead_model, settings.judge_model, *settings.panel.reviewers]
+        for name in dict.fromkeys(n for n in named if n and not prices.known(n)):
+            echo(
+                f"note: no price known for {name}: its cost shows as $? and the cost cap cannot stop it"
+                f' (add [prices."{name.split("@")[0]}"] to hilbert.toml)'
+            )
         echo(
             f"run {run}{' (resumed)' if resume else ''}: {len(plan.tasks)} tasks, "
             f"{settings.fleet.workers} workers on {model.name}, the lead on {lead_model.name} "
