@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from hilbert.judge.change import Allowances, Change, FileChange, Finding, is_test_path, new_occurrences
-from hilbert.judge.python_ast import canonical, imported_names, literal_text, parents_of, parse
+from hilbert.judge.python_ast import (
+    canonical,
+    imported_names,
+    literal_text,
+    parents_of,
+    product_modules,
+)
 
 TEST_RUNNERS = frozenset({"pytest", "_pytest", "unittest", "nose", "doctest"})
 SNIFFED_VARIABLES = frozenset({"PYTEST_CURRENT_TEST", "PYTEST_VERSION", "PYTEST_ADDOPTS"})  # test_sniffing's
@@ -212,13 +218,7 @@ def code_from_data(change: Change, verify: str, allow: Allowances) -> list[Findi
 
 def _findings(change: Change, check: str, keep: Callable[[str], bool]) -> list[Finding]:
     findings: list[Finding] = []
-    for fc in change.files:
-        if not fc.is_python or is_test_path(fc.path) or fc.new_text is None:
-            continue
-        new = parse(fc.new_text)
-        if new is None:
-            continue
-        old = parse(fc.old_text)
+    for fc, new, old in product_modules(change):
         entry = _is_entry_point(fc, new)
         before = (
             Counter(k for k, _ in _tokens(old, entry) if keep(k.split(":")[0])) if old else Counter[str]()

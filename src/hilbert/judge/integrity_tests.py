@@ -26,6 +26,7 @@ from hilbert.judge.python_ast import (
     import_roots,
     is_empty_body,
     parse,
+    product_modules,
     tautologies,
     units,
 )
@@ -240,13 +241,7 @@ def hardcoded_expected(change: Change, verify: str, allow: Allowances) -> list[F
             for key in expected_literals(module):
                 expected.setdefault(key, path)
     findings: list[Finding] = []
-    for fc in change.files:
-        if not fc.is_python or is_test_path(fc.path) or fc.new_text is None:
-            continue
-        new = parse(fc.new_text)
-        if new is None:
-            continue
-        old = parse(fc.old_text)
+    for fc, new, old in product_modules(change):
         had = answer_literals(old) if old is not None else {}
         for key, line in sorted(answer_literals(new).items(), key=lambda item: item[1]):
             if key in expected and key not in had:

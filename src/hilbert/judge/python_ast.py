@@ -10,6 +10,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from hilbert.judge.change import Change, FileChange, is_test_path
+
 Literal_ = tuple[str, object]
 SKIP_NAMES = frozenset(
     {
@@ -47,6 +49,17 @@ def parse(text: str | None) -> ast.Module | None:
         return ast.parse(text)
     except (SyntaxError, ValueError):
         return None
+
+
+def product_modules(change: Change) -> Iterator[tuple[FileChange, ast.Module, ast.Module | None]]:
+    """Each Python file of the product (not a test) the change leaves parseable: the file, its new
+    module and its old one (None: added, or unparseable before)."""
+    for fc in change.files:
+        if not fc.is_python or is_test_path(fc.path) or fc.new_text is None:
+            continue
+        new = parse(fc.new_text)
+        if new is not None:
+            yield fc, new, parse(fc.old_text)
 
 
 def dotted(node: ast.AST) -> str:
