@@ -251,3 +251,16 @@ def test_the_restore_hint_removes_an_added_file_named_like_an_envelope_as_the_mo
     assert "(<)message" in read_by_the_model  # the finding's text is defanged ...
     bash(hint_command(read_by_the_model), cwd=repo)  # ... and the command in it still works
     assert not (repo / forged).exists() and (repo / "tests" / "test_ops.py").exists()
+
+
+def test_the_output_a_worker_is_shown_starts_at_a_line_and_says_what_was_cut() -> None:
+    from hilbert.judge.rounds import tail
+
+    lines = [f"tests/test_x.py::test_{n} FAILED assertion {n}" for n in range(400)]
+    text = "\n".join(lines)
+    shown = tail(text, 3000)
+    first, second, *_ = shown.splitlines()
+    assert first.startswith("[... ") and first.endswith(" characters before this]")
+    assert second in lines and shown.endswith(lines[-1])  # a whole line, not the middle of a word
+    assert int(first.split()[1]) + len(shown) - len(first) - 1 == len(text)
+    assert tail("short", 3000) == "short"

@@ -147,11 +147,19 @@ def feedback(
     Both quote the worker's code, untrusted text, as it is: what reads it defangs it (hilbert's agent
     loop, `hilbert.agent.defanging`; the Stop hook's answer, `hilbert.judge.hook`)."""
     failed = failing_step(result.steps)
-    output = (
-        f"\nOutput of the failed {failed.name} step:\n{failed.output[-OUTPUT_CHARS:]}\n" if failed else ""
-    )
+    output = f"\nOutput of the failed {failed.name} step:\n{tail(failed.output)}\n" if failed else ""
     reasons = "\n".join(f"- {reason}" for reason in result.reasons)
     return template.format(commit=commit[:12], reasons=reasons, output=output, verify=verify, restore=restore)
+
+
+def tail(text: str, limit: int = OUTPUT_CHARS) -> str:
+    """The end of `text` in at most `limit` characters, starting at a line (not mid-word), and saying
+    what was left out."""
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    start = cut.find("\n") + 1  # the first whole line; a single line longer than `limit` is cut
+    return f"[... {len(text) - len(cut) + start} characters before this]\n" + (cut[start:] if start else cut)
 
 
 def failing_step(steps: tuple[Step, ...]) -> Step | None:
