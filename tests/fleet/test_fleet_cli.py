@@ -430,7 +430,9 @@ def test_runs_lists_each_run_and_commands_refuse_to_guess_between_two_live_ones(
     ]
     assert all(row.endswith(str(repo)) for row in rows), rows
     ambiguous = hilbert("status", cwd=tmp_path)
-    assert ambiguous.returncode == 2 and "2 runs are live: run-a, run-b" in ambiguous.stderr, ambiguous.stderr
+    assert ambiguous.returncode == 2 and "2 runs may be live: run-a, run-b" in ambiguous.stderr, (
+        ambiguous.stderr
+    )
     assert "--run" in ambiguous.stderr and len(ambiguous.stderr.strip().splitlines()) == 1
     named = hilbert("status", "--run", "run-b", cwd=tmp_path)
     assert named.returncode == 0 and named.stdout.startswith("run run-b: "), named.stdout

@@ -17,7 +17,7 @@ from hilbert.errors import RunError, UserError
 from hilbert.fleet.state import FleetState
 from hilbert.store import EventStore
 from hilbert.workspaces.git import Git, one_line
-from hilbert.workspaces.integration import INTEGRATION
+from hilbert.workspaces.integration import INTEGRATION, SNAPSHOT
 
 
 def result_branch(run: str, into: str | None) -> str:
@@ -44,6 +44,7 @@ class Delivered:
     branch: str
     tip: str
     base: str
+    snapshot: bool = False  # the run started from the person's uncommitted changes (`--allow-dirty`)
 
 
 async def deliver(repo: Path, integration: Path, branch: str, base: str, git: Git) -> Delivered:
@@ -51,11 +52,16 @@ async def deliver(repo: Path, integration: Path, branch: str, base: str, git: Gi
     if not repo.is_dir():
         raise RunError(
             f"the result was not written: the repository {repo} is gone",
-            hint=f"fetch it yourself: git fetch {integration} {INTEGRATION}",
+            hint=f"fetch it yourself: git fetch {integration} {INTEGRATION}:refs/heads/{branch}",
         )
-    await check_target(repo, branch, git)  # checked at the start too; the person may have switched since
+    elsewhere = f"fetch it under another name: git fetch {integration} {INTEGRATION}:refs/heads/NAME"
+    try:  # checked at the start too; the person may have switched branches since
+        await check_target(repo, branch, git)
+    except UserError as refused:
+        raise RunError(f"the result was not written to {repo}: {refused.message}", hint=elsewhere) from None
     fetched = await git.run(
-        "fetch", "--no-tags", str(integration), f"refs/heads/{INTEGRATION}:refs/heads/{branch}",
+        "fetch", "--no-tags", "--no-write-fetch-head", str(integration),
+        f"refs/heads/{INTEGRATION}:refs/heads/{branch}",
         cwd=repo, check=False,
     )  # fmt: skip
     if fetched.returncode != 0:
@@ -64,19 +70,27 @@ async def deliver(repo: Path, integration: Path, branch: str, base: str, git: Gi
             why = f"{branch} exists and the result does not fast-forward it"
         raise RunError(
             f"the result was not written to {repo}: {why}",
-            hint=f"pass another --into, or fetch it yourself: git fetch {integration} {INTEGRATION}",
+            hint=elsewhere,
         )
     tip = (await git.run("rev-parse", f"refs/heads/{branch}", cwd=repo)).stdout.strip()
-    return Delivered(branch, tip, base)
+    subject = await git.run("--git-dir", str(integration), "log", "-1", "--format=%s", base, check=False)
+    return Delivered(branch, tip, base, subject.stdout.strip() == SNAPSHOT)
 
 
 def how_to_look(delivered: Delivered) -> list[str]:
     """The run's last lines: where the result is, how to look at it and merge it."""
-    base = delivered.base[:12]
-    return [
-        f"the result is the branch {delivered.branch} in your repository (at {delivered.tip[:12]}):",
-        f"  look:  git log --stat {base}..{delivered.branch}",
-        f"  merge: git merge {delivered.branch}",
+    base, branch = delivered.base[:12], delivered.branch
+    lines = [
+        f"the result is the branch {branch} in your repository (at {delivered.tip[:12]}):",
+        f"  look:  git log --stat {base}..{branch}",
+    ]
+    if not delivered.snapshot:
+        return [*lines, f"  merge: git merge {branch}"]
+    return [  # it holds the uncommitted changes still in the person's working tree: git would refuse
+        *lines,
+        f"  merge: git stash -u && git merge {branch} && git stash drop",
+        "  (it starts from a snapshot of your uncommitted changes, which are still in your working tree:"
+        " put them aside first, the branch holds them)",
     ]
 
 
@@ -88,9 +102,15 @@ async def describe(store: EventStore, state: FleetState, integration: Path, git:
     started = {e.data.get("task"): e.data for e in store.events(run=state.run, kinds=["task_started"])}
     merged = [t for t in state.plan.tasks if t.id in state.merged]
     lines = [f"# {state.plan.goal or 'hilbert run ' + state.run}", ""]
+    tokens = sum(view.usage.input_tokens + view.usage.output_tokens for view in state.agents.values())
+    cost = (
+        f"${state.spent_usd:.4f}"
+        if state.spent_usd or not tokens
+        else "unknown (no price known for the model)"
+    )
     lines.append(
         f"{len(merged)} of {len(state.plan.tasks)} tasks merged by the hilbert run `{state.run}` "
-        f"from `{state.started.base[:12]}`; cost ${state.spent_usd:.4f}."
+        f"from `{state.started.base[:12]}`; cost {cost}."
     )
     for task in state.plan.tasks:
         status = state.states[task.id].status if task.id in state.states else "pending"

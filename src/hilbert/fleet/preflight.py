@@ -9,7 +9,9 @@ closed), the repository where the run is opened.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +37,30 @@ async def models_answer(models: Sequence[Any]) -> None:
         )
 
 
+async def as_the_person_ignores(repo: Path, git: Git) -> Git:
+    """The harness's git, with the person's own global ignore file (`core.excludesFile`, else git's
+    default `$XDG_CONFIG_HOME/git/ignore`): the harness reads no global configuration, and a globally
+    ignored `.env` must not count as a change, nor go into a snapshot. Only that one key is read."""
+    found = await git.run(
+        "config", "--global", "--path", "--get", "core.excludesFile", cwd=repo, check=False,
+        extra_env={"GIT_CONFIG_GLOBAL": None, "HOME": os.environ.get("HOME")},
+    )  # fmt: skip
+    path = found.stdout.strip()
+    if not path:
+        config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        path = os.path.join(config, "git", "ignore")
+    return replace(git, config=(*git.config, f"core.excludesFile={path}")) if os.path.isfile(path) else git
+
+
 async def uncommitted(repo: Path, git: Git) -> list[str]:
     """The working tree's changes a run started from HEAD would not see: tracked files changed and
-    untracked files that are not ignored (`git status --porcelain` lines)."""
-    status = await git.run("status", "--porcelain", "--untracked-files=all", cwd=repo)
+    untracked files the person does not ignore (`git status --porcelain` lines). Nothing is written to
+    their repository (`--no-optional-locks`: the index is not refreshed). A bare repository has none."""
+    bare = await git.run("rev-parse", "--is-bare-repository", cwd=repo, check=False)
+    if bare.stdout.strip() == "true":
+        return []
+    git = await as_the_person_ignores(repo, git)
+    status = await git.run("--no-optional-locks", "status", "--porcelain", "--untracked-files=all", cwd=repo)
     return [line for line in status.stdout.splitlines() if line.strip()]
 
 

@@ -52,6 +52,7 @@ from hilbert.fleet.events import (
 from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.outcomes import AttemptOutcome, after_attempt, after_merge, failure
 from hilbert.fleet.plan import Plan
+from hilbert.fleet.preflight import as_the_person_ignores
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
 from hilbert.fleet.tainted import hold_all, settle_all
 from hilbert.security.envelope import MessageKey
@@ -144,7 +145,9 @@ async def open_run(
         now = resumable(settings, models)
         if started is None:
             integration = await Integration.create(source, root / "integration.git", git)
-            base = await (integration.snapshot(source) if snapshot else integration.tip())
+            base = await (
+                integration.snapshot(source, as_the_person_ignores) if snapshot else integration.tip()
+            )
             started = FleetStarted(
                 tasks=[t.id for t in plan.tasks],
                 plan=plan.model_dump(mode="json"),

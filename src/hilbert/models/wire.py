@@ -166,12 +166,10 @@ class WireModel(ABC):
                 await asyncio.wait_for(self._sdk(http).models.list(), timeout_s)
             except Exception as exc:
                 status = getattr(exc, "status_code", None)
-                if status is not None and status not in (401, 403):
-                    return None
                 failure = classify(exc, model=self.name, key_var=self.endpoint.key_var)
-                if failure is None:
-                    raise
-                return failure.summary
+                if status in (401, 403) or (status is None and failure is not None and failure.retryable):
+                    return failure.summary if failure else f"HTTP {status}"  # refused key, or no answer
+                return None  # it answered: another status, or a body the SDK could not read
         return None
 
     def _ssl_context(self) -> ssl.SSLContext:

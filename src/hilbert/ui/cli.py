@@ -239,6 +239,7 @@ def run(
         check_into,
         default_plan_path,
         plan_command,
+        preflight,
         resume_command,
         run_again,
         run_command,
@@ -266,15 +267,21 @@ def run(
     runner = command_runner(settings)  # fails closed before the lead spends anything
     if into is not None:  # before the lead spends anything
         asyncio.run(check_into(settings, repo, into))
-    if goal is not None and (repo / ".git").exists():  # the lead plans from HEAD: refuse a dirty tree first
-        asyncio.run(check_clean(settings, repo, allow_dirty=allow_dirty))
-    if goal is not None:
+    if goal is not None:  # before the lead spends anything: who confirms, the repository, every model
         plan_file = default_plan_path(repo)
-        if not yes and not sys.stdin.isatty():  # refuse before the lead spends anything
+        if not yes and not sys.stdin.isatty():
             raise UserError(
                 "nobody is at the terminal to confirm the plan before it runs",
                 hint=f'pass --yes to run it at once, or `hilbert plan "{goal}"` and review it first',
             )
+        if allow_dirty:
+            raise UserError(
+                "--allow-dirty goes with --plan: the lead plans from a checkout of HEAD and would not "
+                "see your uncommitted changes",
+                hint="commit them first, or write PLAN.md yourself and run it with --plan and --allow-dirty",
+            )
+        asyncio.run(preflight(settings, repo))
+        asyncio.run(check_clean(settings, repo, allow_dirty=False))
         asyncio.run(
             plan_command(settings, goal, repo, plan_file, runner=runner, next_step=False, force=force)
         )
@@ -320,10 +327,11 @@ def _latest(store: Any, runs: list[str]) -> str:
     going = {e.run for e in store.events(kinds=["fleet_started"])} - {
         e.run for e in store.events(kinds=["fleet_finished"])
     }
-    live = [run for run in runs if run in going and Fold(store, run).catch_up().process_alive()]
+    # live, or on another host (cannot tell): either could be the one meant
+    live = [run for run in runs if run in going and Fold(store, run).catch_up().process_alive() is not False]
     if len(live) > 1:
         raise UserError(
-            f"{len(live)} runs are live: {', '.join(live)}",
+            f"{len(live)} runs may be live: {', '.join(live)}",
             hint="name one with --run RUN (`hilbert runs` lists them)",
         )
     if live:

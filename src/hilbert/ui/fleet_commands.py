@@ -179,6 +179,12 @@ def run_again(settings: Settings, plan: Path, repo: Path) -> str:
         words += ["--model", settings.model]
     if settings.lead_model and settings.lead_model != settings.model:
         words += ["--lead-model", settings.lead_model]
+    if settings.judge_model:
+        words += ["--judge-model", settings.judge_model]
+    if settings.unsandboxed:
+        words.append("--unsandboxed")
+    if settings.db:
+        words += ["--db", str(settings.db)]
     return shlex.join(words)
 
 
@@ -219,6 +225,23 @@ async def run_command(
         into=into,
         snapshot=dirty,
     )
+
+
+async def run_models(settings: Settings) -> tuple[Model, Model, Model | None, Panel | None]:
+    """The run's models (workers, lead, judge, panel), each checked to answer before anything is spent."""
+    model, lead_model = model_from(settings), model_from(settings, lead=True)
+    judge_model, panel = gate_models(settings)
+    reviewers = [r.model for r in panel.reviewers] if panel else []
+    await models_answer([model, lead_model, judge_model, *reviewers])
+    return model, lead_model, judge_model, panel
+
+
+async def preflight(settings: Settings, repo: Path) -> None:
+    """`hilbert run GOAL`'s checks before the lead plans: the repository, then every model of the run."""
+    _require_repo(repo)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    await refuse_submodules(repo, Git(home=settings.home))
+    await run_models(settings)
 
 
 async def check_clean(settings: Settings, repo: Path, *, allow_dirty: bool) -> bool:
@@ -333,10 +356,7 @@ async def _drive(
     into: str | None = None,
     snapshot: bool = False,
 ) -> FleetResult:
-    model, lead_model = model_from(settings), model_from(settings, lead=True)
-    judge_model, panel = gate_models(settings)
-    reviewers = [r.model for r in panel.reviewers] if panel else []
-    await models_answer([model, lead_model, judge_model, *reviewers])  # before anything is spent
+    model, lead_model, judge_model, panel = await run_models(settings)
     with EventStore.open(settings.db_path) as store:
         if repo is not None:
             for other in live_on(

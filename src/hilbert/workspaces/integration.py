@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hilbert.errors import UserError
@@ -36,6 +37,9 @@ from hilbert.workspaces.git import Git, GitResult, one_line
 
 INTEGRATION = "hilbert/integration"
 HUNKS_CAP = 20_000  # characters of conflicting hunks kept for the worker
+
+
+SNAPSHOT = "hilbert: a snapshot of the uncommitted changes the run started from (--allow-dirty)"
 
 
 @dataclass(frozen=True)
@@ -68,11 +72,12 @@ class Integration:
         await git.run("-C", path, "branch", INTEGRATION, "HEAD")
         return cls(Path(path).absolute(), git)
 
-    async def snapshot(self, source: Path) -> str:
+    async def snapshot(self, source: Path, ignores: Callable[[Path, Git], Awaitable[Git]]) -> str:
         """Commit `source`'s working tree as it is (tracked changes, untracked files that are not
-        ignored) on top of the branch, and move the branch there: `--allow-dirty`. Nothing is written to
-        `source`: the index is a copy, the new objects go into this repository (the source's own are
-        read as alternates). Returns the new tip."""
+        ignored; `ignores` gives the git that ignores as the person does) on top of the branch, and move
+        the branch there: `--allow-dirty`. Nothing is written to `source`: the index is a copy (never
+        split), the new objects go into this repository (the source's own are read as alternates).
+        Returns the new tip."""
         source = Path(source).absolute()
         git_dir = Path((await self.git.run("rev-parse", "--absolute-git-dir", cwd=source)).stdout.strip())
         index = self.path / "snapshot.index"
@@ -86,15 +91,23 @@ class Integration:
             "GIT_OBJECT_DIRECTORY": str(self.path / "objects"),
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects"),
         }
+        git = replace(await ignores(source, self.git), config=(*self.git.config, "core.splitIndex=false"))
         try:
-            await self.git.run("add", "-A", cwd=source, extra_env=env)
-            tree = (await self.git.run("write-tree", cwd=source, extra_env=env)).stdout.strip()
+            await git.run("add", "-A", cwd=source, extra_env=env)
+            tree = (await git.run("write-tree", cwd=source, extra_env=env)).stdout.strip()
         finally:
             index.unlink(missing_ok=True)
+        listed = await self.git.run("ls-tree", "-r", tree, cwd=self.path)
+        nested = [line.split("\t", 1)[1] for line in listed.stdout.splitlines() if line.startswith("160000 ")]
+        if nested:  # an untracked repository inside the tree: the workers would get an empty folder
+            raise UserError(
+                f"the uncommitted changes hold a nested git repository ({nested[0]}): hilbert does not "
+                "carry one into a snapshot",
+                hint="move it out, ignore it, or commit the work you want the run to see",
+            )
         parent = await self.tip()
-        message = "hilbert: a snapshot of the uncommitted changes the run started from (--allow-dirty)"
         commit = (
-            await self.git.run("commit-tree", tree, "-p", parent, "-m", message, cwd=self.path)
+            await self.git.run("commit-tree", tree, "-p", parent, "-m", SNAPSHOT, cwd=self.path)
         ).stdout.strip()
         await self.git.run("update-ref", self.ref, commit, parent, cwd=self.path)
         return commit
