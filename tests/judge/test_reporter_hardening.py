@@ -302,3 +302,30 @@ def test_the_clock_stays_moved_for_the_test_and_its_children_once_its_variables_
     )
     assert run.outcomes is not None, run.ran.text(tmp_path)
     assert run.outcomes.outcomes == {"test_clock.py::test_clock": "passed"}, run.ran.text(tmp_path)
+
+
+def test_a_pytest_started_by_a_wrapper_that_closes_descriptors_still_reports(tmp_path: Path) -> None:
+    """Python's `subprocess` closes inherited descriptors by default (tox, nox, a `run_tests.py`): the
+    pytest it starts cannot reach the records descriptor, and writes its records into the run's spill
+    folder instead — its outcomes are gathered, not lost to "exit status only"."""
+    (tmp_path / "test_two.py").write_text(
+        "def test_fails():\n    assert 1 == 2\n\n\ndef test_passes():\n    assert True\n"
+    )
+    (tmp_path / "run_tests.py").write_text(
+        "import subprocess, sys\n"
+        "pytest = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider']\n"
+        "sys.exit(subprocess.run(pytest).returncode)\n"
+    )
+    runner = Runner.unsandboxed(command_env(hilbert_python_first=True))
+    run = asyncio.run(
+        run_tests(runner, "python run_tests.py", tmp_path, Controls(), timeout=Timeout(120, "test"))
+    )
+    assert run.outcomes is not None and run.outcomes.finished, run.ran.text(tmp_path)
+    assert run.outcomes.outcomes == {
+        "test_two.py::test_fails": "failed",
+        "test_two.py::test_passes": "passed",
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "run_tests.py",
+        "test_two.py",
+    ]  # nothing left behind

@@ -164,10 +164,13 @@ async def run_tests(
     folder = tree.resolve() / f".hilbert-gate-{secrets.token_hex(6)}"
     module = f"hilbert_gate_{secrets.token_hex(8)}"
     folder.mkdir()
+    spill = tree.resolve() / f".hilbert-gate-{secrets.token_hex(6)}"  # records whose descriptor was closed
+    spill.mkdir()
     reading, writing = _records_file()
     try:
         shutil.copyfile(REPORTER, folder / f"{module}.py")
         env = _environment(runner.env, controls, folder, module, writing, tree)
+        env["HILBERT_GATE_SPILL"] = str(spill)
         placed = _contents(folder)
         if controls.exported:
             command = (
@@ -187,6 +190,7 @@ async def run_tests(
         writing = -1
         with os.fdopen(os.dup(reading), "rb") as records:
             text = await asyncio.to_thread(records.read)
+        text += b"".join(await asyncio.to_thread(_spilled, spill))
         untrusted = (
             "the judge's reporter files in the tree were changed while the command ran" if changed else ""
         )
@@ -198,7 +202,21 @@ async def run_tests(
             if fd >= 0:
                 os.close(fd)
         await asyncio.to_thread(shutil.rmtree, folder, True)
+        await asyncio.to_thread(shutil.rmtree, spill, True)
     return TestRun(ran, outcomes)
+
+
+def _spilled(spill: Path) -> list[bytes]:
+    """The records pytest processes wrote into the spill folder (their descriptor had been closed),
+    each file ending in a whole line."""
+    found = []
+    for path in sorted(spill.glob("*.jsonl")) if spill.is_dir() else ():
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        found.append(data if data.endswith(b"\n") or not data else data + b"\n")
+    return found
 
 
 def _records_file() -> tuple[int, int]:
