@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from engineer_testkit import make_project, read_tests, solve, suite_passes, unseen_seeds
+from engineer_testkit import FAST, make_project, read_tests, solve, suite_passes, unseen_seeds
 
+from hilbert.agent.loop import NOT_RUN_ON_RESUME
 from hilbert.models.types import Message, ToolCall
 from hilbert.sim.engineer import EngineerResponder
 from hilbert.sim.engineer.harness import HILBERT_TOOLS, tool_arguments
@@ -85,3 +89,37 @@ def test_when_the_output_is_cut_short_it_asks_pytest_for_just_the_failing_tests(
     messages += (Message("assistant", "", (listing,)), listed)
     again = policy.reply(Conversation("openai-chat", "fake", "", messages, HILBERT_TOOLS)).tool_calls[0]
     assert again.arguments == {"command": "python -m pytest -q --tb=no -rf"}
+
+
+@pytest.mark.parametrize("lose_every", [2, 3])
+def test_a_call_a_killed_run_never_answered_is_made_again_and_the_task_still_gets_done(
+    tmp_path: Path, lose_every: int
+) -> None:
+    """A conversation resumed after a kill answers each call whose result the log never got "not run"
+    (hilbert's loop): the engineer makes the same call again, and goes on from its real answer. The
+    task names one of two bugs, as a fleet's task does: read as a suite run's output, a lost run had
+    passed for "no failure left", and the engineer went after the other task's bug until its turns ran
+    out (the resume drill, seed 12345)."""
+    seed = unseen_seeds(1)[0]
+    project = make_project(tmp_path, seed, bugs=2)
+    bug = project.bugs[0]
+    verify = "python -m pytest -q " + " ".join(bug.tests)
+    task = f"Task T3: fix {bug.function} in {bug.file}\nThe task is done when `{verify}` passes."
+    episode = solve(project, task=task, lose_every=lose_every, max_replies=80)
+    messages = episode.messages
+    answers = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    calls = [call for m in messages for call in m.tool_calls]
+    lost = [n for n, call in enumerate(calls) if answers[call.id].content == NOT_RUN_ON_RESUME]
+    assert lost, seed
+    for n in lost:  # the very next call is the same one, asked again
+        again = calls[n + 1] if n + 1 < len(calls) else None
+        assert again and (again.name, again.arguments) == (calls[n].name, calls[n].arguments), (
+            seed,
+            calls[n],
+        )
+    assert episode.finished and episode.claim.startswith("Fixed"), (seed, episode.claim)
+    command = [sys.executable, *verify.split()[1:]]
+    checked = subprocess.run(
+        command, cwd=project.path, capture_output=True, text=True, env={**os.environ, **FAST}
+    )
+    assert checked.returncode == 0, (seed, checked.stdout[-2000:])

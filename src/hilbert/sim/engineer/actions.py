@@ -85,13 +85,16 @@ Action = Run | Read | Grep | ListFiles | Edit | Write | Finish | Say
 @dataclass(frozen=True)
 class Observation:
     """What came back after one action: the tool's answer (`text`, without dialect wrappers), whether
-    the tool refused or failed (`ok`), a command's exit code when the answer tells it, and `notes`:
-    the other messages that arrived before the engineer's next turn (feedback, reminders)."""
+    the tool refused or failed (`ok`), a command's exit code when the answer tells it, `notes`: the
+    other messages that arrived before the engineer's next turn (feedback, reminders), and whether the
+    call ran at all (`ran`: not when the harness answered it "not run", e.g. a conversation resumed
+    after a kill that came before the call's result was recorded; the engineer makes it again)."""
 
     text: str = ""
     ok: bool = True
     exit_code: int | None = None
     notes: tuple[str, ...] = ()
+    ran: bool = True
 
     @property
     def succeeded(self) -> bool:

@@ -80,12 +80,15 @@ class Desk:
         return self.verify_due is not None and not ignore_reminders and not fresh
 
     def ask(self, action: Action) -> Steps[Observation]:
-        observation = yield action
-        self.steps += 1
-        self._notice(observation.text, in_tool_output=True)
-        for note in observation.notes:
-            self._notice(note)
-        return observation
+        """`action`'s observation; asked again while the harness answers that it was not run."""
+        while True:
+            observation = yield action
+            self.steps += 1
+            self._notice(observation.text, in_tool_output=True)
+            for note in observation.notes:
+                self._notice(note)
+            if observation.ran:
+                return observation
 
     def read(self, path: str) -> Steps[list[str] | None]:
         if path not in self.files:

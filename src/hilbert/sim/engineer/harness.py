@@ -4,7 +4,9 @@
 tool), asks the responder for a reply, runs the tool calls on the files under `root` (real files, real
 subprocesses), appends the results and loops until the responder finishes. It can interject like
 hilbert's policies do: nudge after a text-only turn, add a reminder every N tool results, and
-review a finish claim (a non-empty answer resumes the run with that feedback).
+review a finish claim (a non-empty answer resumes the run with that feedback). It can also lose every
+N-th tool call's result, answering it as hilbert's loop answers a call whose result a killed run
+never recorded (`NOT_RUN_ON_RESUME`): what a conversation resumed after a kill holds.
 
 This is a test aid with hilbert's tool *contract*, not hilbert's agent loop or tool box (those live
 in `hilbert.agent`): no confinement beyond refusing paths outside `root`, no event log.
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from hilbert.agent.loop import NOT_RUN_ON_RESUME
 from hilbert.models.types import Message, ToolCall, ToolSpec
 from hilbert.testing.fake_server.responder import Conversation, Responder
 
@@ -103,12 +106,13 @@ async def drive(
     remind_every: int = 0,
     review: Review | None = None,
     env: Mapping[str, str] | None = None,
+    lose_every: int = 0,
 ) -> Episode:
     specs = HILBERT_TOOLS if tools == "hilbert" else (BASH_TOOL,)
     submit = tools == "bash" and SUBMIT in system + task
     runner = _Runner(root.resolve(), env)
     messages: list[Message] = [Message("user", task)]
-    nudges = results = 0
+    nudges = results = calls = 0
     claim = evidence = ""
     for replies in range(1, max_replies + 1):
         reply = responder.reply(Conversation("openai-chat", "fake", system, tuple(messages), specs))
@@ -130,6 +134,11 @@ async def drive(
                     True,
                 )
                 messages.append(Message("tool", "finished", tool_call_id=call.id, name=call.name))
+                continue
+            calls += 1
+            if lose_every and calls % lose_every == 0:  # never run: the run was killed before its result
+                # as the OpenAI chat wire delivers it: hilbert marks it an error, the wire drops the mark
+                messages.append(Message("tool", NOT_RUN_ON_RESUME, tool_call_id=call.id, name=call.name))
                 continue
             text, is_error = await runner.run(call)
             messages.append(Message("tool", text, tool_call_id=call.id, name=call.name, is_error=is_error))

@@ -22,6 +22,9 @@ _EXIT_CODE = (
     re.compile(r"^(?:exit code|exit status|returncode)[:=]?\s*(-?\d+)\n?", re.IGNORECASE),
 )
 _OUTPUT_TAGS = re.compile(r"^<output>\n?(.*?)\n?</output>\s*$", re.DOTALL)
+# the harness's answer to a call it never ran (hilbert's loop, resuming a conversation after a kill);
+# read from the text: the OpenAI chat wire does not carry a tool result's error mark
+_NOT_RUN = re.compile(r"^not run: ")
 
 
 class Dialect(Protocol):
@@ -42,8 +45,10 @@ class Dialect(Protocol):
 
 
 def command_observation(results: Sequence[Message], notes: Sequence[Message]) -> Observation:
-    """Read a command tool's answer: an exit-code header in one of the common shapes, then output."""
+    """Read a command tool's answer: an exit-code header in one of the common shapes, then output; an
+    error answer that says the call was not run is no output of it (`Observation.ran`)."""
     text = "\n".join(m.content for m in results)
+    ran = not any(_NOT_RUN.match(m.content) for m in results)
     exit_code = None
     for pattern in _EXIT_CODE:
         if match := pattern.match(text):
@@ -56,6 +61,7 @@ def command_observation(results: Sequence[Message], notes: Sequence[Message]) ->
         ok=not any(m.is_error for m in results),
         exit_code=exit_code,
         notes=tuple(m.content for m in notes),
+        ran=ran,
     )
 
 
