@@ -4,6 +4,7 @@ real git repositories, exit codes and output as documented (0 done, 1 not done, 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,24 @@ def test_hook_stop_honours_the_round_bound_and_bad_input_is_one_line(tmp_path: P
         gate.write_text(gate_text)
         failed = hook_stop(gate, stdin, cwd=tmp_path)
         assert failed.returncode == 2 and expected in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_hook_stop_errors_on_a_missing_file_still_read_as_a_block(tmp_path: Path) -> None:
+    """Claude Code takes an exit 2 whose stderr says `No such file` or `can't open` (and whose stdout is
+    empty) for a hook script gone missing: it lets the agent stop and reports "Stop hook error". The
+    hook's errors on a missing file name it without those words, so they stay a block (fail closed)."""
+    repo = make_repo(tmp_path)
+    event = {"session_id": "s5", "cwd": str(repo), "stop_hook_active": False}
+    heldout = tmp_path / "heldout-not-mounted"
+    gate = tmp_path / "gate.yaml"
+    gate.write_text(f"verify: {VERIFY}\nheldout: {heldout}\nunsandboxed: true\n")
+    for failed, named in [
+        (hook_stop(gate, event, cwd=tmp_path), str(heldout)),
+        (hook_stop(tmp_path / "no-gate.yaml", event, cwd=tmp_path), "no-gate.yaml"),
+    ]:
+        assert failed.returncode == 2 and failed.stdout == "" and named in failed.stderr, failed
+        assert len(failed.stderr.splitlines()) == 1, failed.stderr
+        assert not re.search(r"no such file|can't open", failed.stderr, re.IGNORECASE), failed.stderr
 
 
 def test_hook_stop_pins_the_base_keeps_ignored_files_out_and_works_before_the_first_commit(

@@ -27,8 +27,12 @@ for later rounds (an agent that commits its test edits does not move it). A stop
 `stop_hook_active` false starts a new count (the person spoke since). Each stop the hook gates counts
 as a round, an error included: at most `max_rounds` blocks, then the stop is allowed — whoever started
 the agent still gates its final work. An error is one line on stderr with exit status 2, which Claude
-Code treats as a block with that line as the reason (the gate fails closed within the same bound). A
-task the judge calls impossible is not blocked: the agent may stop, and the note says why.
+Code treats as a block with that line as the reason (the gate fails closed within the same bound). The
+line never says `No such file` or `can't open` (`as_block`): Claude Code reads such an exit 2 as a hook
+script gone missing, lets the agent stop and reports "Stop hook error". Claude Code also labels every
+block of a Stop hook "Stop hook error" in its interface (2.1.197; anthropics/claude-code#12667): that
+label is its word for the block, not a failure of the hook. A task the judge calls impossible is not
+blocked: the agent may stop, and the note says why.
 
 The repository is the folder holding the `.git` entry at or above `cwd` (found by the hook, not by
 git's discovery, so no `core.worktree` or `GIT_DIR` steers it), and every git call names its git dir
@@ -49,6 +53,7 @@ import fcntl
 import functools
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -58,7 +63,7 @@ from typing import Any
 import yaml
 
 from hilbert.commands import Runner
-from hilbert.errors import UserError
+from hilbert.errors import HilbertError, UserError
 from hilbert.judge.change import Allowances
 from hilbert.judge.gate import GateResult, Step, run_gate
 from hilbert.judge.rounds import BLOCK, Done, Halted, Originals, decide_round
@@ -139,6 +144,21 @@ def read_gate_spec(path: Path) -> GateSpec:
         judge_model=str(data["judge_model"]) if data.get("judge_model") else None,
         unsandboxed=bool(data.get("unsandboxed", False)),
     )
+
+
+# what Claude Code (2.1.197) takes, in the stderr of an exit 2 with nothing on stdout, for a hook script
+# gone missing: it then lets the agent stop instead of blocking
+_MISSING_SCRIPT = re.compile(r"no such file(?: or directory)?|can't open", re.IGNORECASE)
+
+
+def as_block(error: HilbertError | OSError) -> UserError:
+    """`error` as the hook's one line, worded so that Claude Code takes its exit 2 for the block it is."""
+    if isinstance(error, OSError):
+        text = f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
+    else:
+        text = str(error)
+    reworded = _MISSING_SCRIPT.sub(lambda m: "cannot open" if "open" in m[0] else "not found", text)
+    return UserError(reworded)
 
 
 def read_hook_input(text: str) -> HookInput:
@@ -332,6 +352,7 @@ __all__ = [
     "HookAnswer",
     "HookInput",
     "Repository",
+    "as_block",
     "locate",
     "neutral",
     "read_gate_spec",

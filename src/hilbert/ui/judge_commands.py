@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hilbert.commands import Runner
-from hilbert.errors import UserError
+from hilbert.errors import HilbertError, UserError
 from hilbert.models.types import Model
 from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
@@ -193,13 +193,16 @@ def hook() -> None:
 def hook_stop(gate_file: Path) -> None:
     """The Stop hook: read the hook's JSON on stdin, run the stop gate on the session's work tree,
     print {"decision": "block", "reason": ...} while it is not done (up to max_rounds), else nothing."""
-    from hilbert.judge.hook import read_gate_spec, read_hook_input
+    from hilbert.judge.hook import as_block, read_gate_spec, read_hook_input
 
-    spec = read_gate_spec(gate_file)
-    payload = read_hook_input(sys.stdin.read())
-    # whether the checks may run unsandboxed is the gate file's to say, not the agent's folder's
-    settings = Settings.load({"judge_model": spec.judge_model, "unsandboxed": spec.unsandboxed})
-    answer = asyncio.run(_hook_stop(settings, spec, payload, gate_file))
+    try:
+        spec = read_gate_spec(gate_file)
+        payload = read_hook_input(sys.stdin.read())
+        # whether the checks may run unsandboxed is the gate file's to say, not the agent's folder's
+        settings = Settings.load({"judge_model": spec.judge_model, "unsandboxed": spec.unsandboxed})
+        answer = asyncio.run(_hook_stop(settings, spec, payload, gate_file))
+    except (HilbertError, OSError) as error:  # still one line and exit 2, worded to read as a block
+        raise as_block(error) from None
     if answer is not None:
         click.echo(json.dumps(answer))
 
