@@ -269,3 +269,21 @@ def test_hook_stop_runs_none_of_the_agents_filters_and_no_core_worktree_steers_i
         reason
     )
     assert sorted(p.name for p in tmp_path.glob("filter-ran*")) == []
+
+
+def test_hook_stop_fails_closed_on_a_bug_too(tmp_path: Path, monkeypatch: Any) -> None:
+    """An exception hilbert did not expect would exit 1, which Claude Code treats as a non-blocking
+    error: the agent would stop unchecked. The hook turns it into its one-line block (exit 2)."""
+    from click.testing import CliRunner
+
+    import hilbert.judge.hook
+    from hilbert.ui.cli import cli
+
+    def broken(path: Path) -> Any:
+        raise RuntimeError("a bug in reading the gate file")
+
+    monkeypatch.setattr(hilbert.judge.hook, "read_gate_spec", broken)
+    done = CliRunner().invoke(cli, ["hook", "stop", "--gate", str(tmp_path / "gate.yaml")], input="{}")
+    assert done.exit_code == 2, (done.exit_code, done.output)
+    assert "the hook failed (RuntimeError: a bug in reading the gate file)" in done.output
+    assert "Traceback" not in done.output

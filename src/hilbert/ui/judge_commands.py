@@ -203,6 +203,8 @@ def hook_stop(gate_file: Path) -> None:
         answer = asyncio.run(_hook_stop(settings, spec, payload, gate_file))
     except (HilbertError, OSError) as error:  # still one line and exit 2, worded to read as a block
         raise as_block(error) from None
+    except Exception as error:  # a bug must not let the agent stop unchecked (exit 1 would)
+        raise as_block(UserError(f"the hook failed ({type(error).__name__}: {error})")) from None
     if answer is not None:
         click.echo(json.dumps(answer))
 
