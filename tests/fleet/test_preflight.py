@@ -5,6 +5,7 @@ clone (the person's repository is not changed)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -99,8 +100,9 @@ def test_a_dirty_tree_is_refused_and_allow_dirty_runs_on_a_snapshot(tmp_path: Pa
         ran = hilbert("run", "--plan", "PLAN.md", "--repo", "repo", "--allow-dirty", *model, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr + ran.stdout[-3000:]
     assert "the run starts from a snapshot of the uncommitted changes" in ran.stdout
-    run = next((tmp_path / "home" / "runs").iterdir()).name
-    branch = f"hilbert/{run}"
+    found = re.search(r"the result is the branch (hilbert/\S+) in your repository", ran.stdout)
+    assert found, ran.stdout[-3000:]  # (the refused run above left a folder of its own under runs/)
+    branch = found.group(1)
     # the result holds the snapshot (the untracked file, the README change) and the fix on top of it
     assert "an untracked file" in git(repo, "show", f"{branch}:NEW.txt")
     assert "changed, not committed" in git(repo, "show", f"{branch}:README.md")

@@ -17,6 +17,7 @@ from hilbert.commands import Runner, command_env
 from hilbert.models.types import ToolCall
 from hilbert.security.landlock import abi_version
 from hilbert.security.sandbox import REFUSED, Sandbox, detect
+from hilbert.testing.fake_server import FakeServer
 
 
 def shell(box: ToolBox, command: str) -> str:
@@ -83,25 +84,26 @@ def test_hilbert_run_fails_closed_without_a_sandbox_in_one_line(tmp_path: Path) 
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (tmp_path / "PLAN.md").write_text("# goal\n\n## T1 — t\n\n```yaml hilbert-task\nverify: 'true'\n```\n")
     env = {**command_env(), "PATH": str(bin_dir), "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hilbert.ui.cli",
-            "run",
-            "--plan",
-            "PLAN.md",
-            "--repo",
-            "repo",
-            "--model",
-            "openai:m@http://127.0.0.1:9/v1",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    with FakeServer("echo") as server:  # a model that answers: the preflight lets the run start
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hilbert.ui.cli",
+                "run",
+                "--plan",
+                "PLAN.md",
+                "--repo",
+                "repo",
+                "--model",
+                f"openai:m@{server.openai_base_url}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     if abi_version() > 0:
         assert "workers' commands: sandboxed (Landlock ABI" in done.stdout, done.stdout + done.stderr
         return
