@@ -101,3 +101,36 @@ def test_without_control_groups_status_says_what_is_not_capped() -> None:
     )
     runner = Runner.unsandboxed(limits=Limits(groups=none))
     assert runner.describe().endswith(none.describe())
+
+
+@needs_groups
+def test_groups_a_killed_process_left_behind_neither_collide_nor_stay() -> None:
+    """A process killed before it closed its groups leaves them, and its pid comes back (CI saw
+    'File exists: /sys/fs/cgroup/pids/hilbert-6005-3'): a new group never takes a used name, and the
+    next `detect()` removes the leftovers of pids that run no more, but not a live process's group."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    parent = next(iter(GROUPS.parents.values()))
+    leftovers = [parent / f"hilbert-{dead.pid}-{n}" for n in (1, 2, 3)]
+    for folder in leftovers:
+        folder.mkdir()
+    mine = GROUPS.new(processes=8)
+    try:
+        assert all(folder.exists() for folder in leftovers)
+        assert CommandGroups.detect(leftover_age_s=3600).parents == GROUPS.parents
+        assert all(folder.exists() for folder in leftovers), "a young leftover is kept"
+        CommandGroups.detect(leftover_age_s=0)
+        assert not any(folder.exists() for folder in leftovers)
+        assert all(folder.exists() for folder in mine.folders), "a live process's group is kept"
+        fresh = [GROUPS.new() for _ in range(3)]
+        for group in fresh:
+            group.close()
+        names = {group.folders[0].name for group in fresh}
+        assert len(names) == 3 and all(name.count("-") == 3 for name in names)
+    finally:
+        mine.close()
+        for folder in leftovers:
+            if folder.exists():
+                folder.rmdir()

@@ -10,7 +10,10 @@ the command started in, so the group is what is limited and what is killed when 
 
 `detect()` finds the cgroup v1 `pids` and `memory` hierarchies that this process may make groups in
 (as root; the group is made beneath this process's own group in each hierarchy, so the limits above
-still hold). Where no group can be made (not root, no cgroup v1 hierarchy of either controller),
+still hold). A group is named `hilbert-PID-N-RANDOM`: a pid is reused (a container's soon), and a
+process killed before it closed its groups leaves them behind, so the pid alone would collide.
+`detect()` also removes such leftovers: empty groups whose owner pid runs no more, older than a minute
+(a group another pid namespace's process just made and has not joined yet is not taken from it). Where no group can be made (not root, no cgroup v1 hierarchy of either controller),
 `missing` names the controllers and `hilbert status` shows what is then not capped — the number of
 processes, the memory — while the command runs under a subreaper (`hilbert.commands.reaper`) that
 kills whatever it leaves, so nothing outlives it either way. cgroup v2 delegation (a cgroup2 mount
@@ -26,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass, field
@@ -43,20 +47,22 @@ class CommandGroups:
     parents: dict[str, Path] = field(default_factory=dict)
 
     @classmethod
-    def detect(cls, root: Path = CGROUP_ROOT) -> CommandGroups:
-        """The cgroup v1 hierarchies of `CONTROLLERS` in which a group can be made and removed here."""
+    def detect(cls, root: Path = CGROUP_ROOT, *, leftover_age_s: float = 60.0) -> CommandGroups:
+        """The cgroup v1 hierarchies of `CONTROLLERS` in which a group can be made and removed here,
+        with the empty groups dead processes left there (older than `leftover_age_s`) removed."""
         parents: dict[str, Path] = {}
         for controller, own in _own_groups().items():
             if controller not in CONTROLLERS:
                 continue
             parent = root / controller / own.lstrip("/")
-            probe = parent / f"hilbert-probe-{os.getpid()}"
+            probe = parent / f"hilbert-probe-{os.getpid()}-{secrets.token_hex(4)}"
             try:
                 probe.mkdir()
                 probe.rmdir()
             except OSError:
                 continue
             parents[controller] = parent
+            _remove_leftovers(parent, leftover_age_s)
         return cls(parents)
 
     @property
@@ -75,7 +81,7 @@ class CommandGroups:
 
     def new(self, *, processes: int | None = None, memory_mb: int | None = None) -> CommandGroup:
         """A fresh group for one command, with its limits written (None: no limit of that kind)."""
-        name = f"hilbert-{os.getpid()}-{next(_numbers)}"
+        name = f"hilbert-{os.getpid()}-{next(_numbers)}-{secrets.token_hex(4)}"
         folders: list[Path] = []
         try:
             for controller, parent in self.parents.items():
@@ -129,6 +135,29 @@ class CommandGroup:
         for folder in self.folders:
             with contextlib.suppress(OSError):  # still busy past the deadline: left for the kernel
                 folder.rmdir()
+
+
+def _remove_leftovers(parent: Path, age_s: float) -> None:
+    """Remove the empty `hilbert-PID-…` groups in `parent` whose PID runs no more (rmdir refuses a group
+    that still holds a process: those are left alone)."""
+    now = time.time()
+    for folder in parent.glob("hilbert-*"):
+        owner = folder.name.split("-")[1]
+        if not owner.isdigit() or _alive(int(owner)):
+            continue
+        with contextlib.suppress(OSError):
+            if now - folder.stat().st_mtime >= age_s:
+                folder.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _own_groups() -> dict[str, str]:
