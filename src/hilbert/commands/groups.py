@@ -13,7 +13,8 @@ the command started in, so the group is what is limited and what is killed when 
 still hold). A group is named `hilbert-PID-N-RANDOM`: a pid is reused (a container's soon), and a
 process killed before it closed its groups leaves them behind, so the pid alone would collide.
 `detect()` also removes such leftovers: empty groups whose owner pid runs no more, older than a minute
-(a group another pid namespace's process just made and has not joined yet is not taken from it). Where no group can be made (not root, no cgroup v1 hierarchy of either controller),
+(a group another pid namespace's process just made and has not joined yet is not taken from it).
+Where no group can be made (not root, no cgroup v1 hierarchy of either controller),
 `missing` names the controllers and `hilbert status` shows what is then not capped — the number of
 processes, the memory — while the command runs under a subreaper (`hilbert.commands.reaper`) that
 kills whatever it leaves, so nothing outlives it either way. cgroup v2 delegation (a cgroup2 mount
