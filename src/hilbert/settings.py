@@ -98,6 +98,9 @@ class FleetSettings:
     lead_sessions: int = field(default=20, metadata=_at_least(0))  # per run; later escalations stay so
     escalations_per_session: int = field(default=20, metadata=_at_least(1))  # the rest wait for the next
     max_reopens: int = field(default=2, metadata=_at_least(0))  # times the lead may reassign/split a task
+    # the whole suite on a clean checkout of the tip at the end (`hilbert.fleet.final_check`): failures
+    # new since base become a repair task this many times; after that they are listed
+    final_repair_rounds: int = field(default=1, metadata=_at_least(0))
     # a scope change (add, split, reassign with a note) the lead makes after reading a worker's message
     # waits for `hilbert approve`; false: applied at once (the lead_action still names the messages)
     approve_worker_proposals: bool = True

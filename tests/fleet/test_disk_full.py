@@ -142,7 +142,7 @@ def test_a_worker_filling_the_disk_is_halted_and_its_peer_lands(tmp_path: Path) 
     closed = [e.data["message"] for e in events if e.kind == "workspace_closed"]
     assert any(m.startswith(f"{hog['worker_id']}: archived") for m in closed), output
     assert any(name.startswith(f"{hog['worker_id']}-") for name in archives), archives
-    assert {t: s.status for t, s in state.states.items()} == {"T1": "escalated", "T2": "done"}, output
+    assert {t: s.status for t, s in state.states.items()} == {"T1": "needs_you", "T2": "done"}, output
     assert "T1" in state.stopped
     assert not reserve, reserve  # given back when the run ended
     assert landed.returncode == 0 and landed.stdout == "peer\n", landed.stderr + output

@@ -229,5 +229,5 @@ def test_a_task_budget_in_the_plan_bounds_each_attempt(tmp_path: Path) -> None:
             )
         )
         attempted = {e.data["task"]: e.data for e in store.events(run="r", kinds=["task_attempted"])}
-    assert result.states["T1"].status == "escalated" and result.states["T2"].status == "done"
+    assert result.states["T1"].status == "needs_you" and result.states["T2"].status == "done"
     assert attempted["T1"]["status"] == "halted" and "1 model calls" in attempted["T1"]["reason"]

@@ -310,7 +310,10 @@ def test_a_task_the_judge_calls_impossible_goes_to_the_lead_at_once(tmp_path: Pa
         fix = write("calc.py", "def add(a, b):\n    return a + b\n")
         result, events = _one_task_fleet(tmp_path, task, [fix, finish("fixed")], judge_model=judge_model)
     escalated = [e.data for e in events if e.kind == "task_escalated"]
-    assert result.states["T1"].status == "escalated" and result.states["T1"].attempts <= 1
+    # no lead in this run: the escalation goes on to the person (`hilbert.fleet.person`)
+    assert result.states["T1"].status == "needs_you" and result.states["T1"].attempts <= 1
+    handed = [e.data for e in events if e.kind == "task_needs_you"]
+    assert handed[0]["why"] == "the run has no lead model" and "both 5 and 6" in handed[0]["evidence"]
     assert (
         len(escalated) == 1 and "impossible" in escalated[0]["why"] and "both 5 and 6" in escalated[0]["why"]
     )

@@ -78,6 +78,7 @@ class FleetStarted(FleetEvent):
     mark: str = ""  # every command of the run carries it (its leftovers are found by it)
     settings: dict[str, Any] = field(default_factory=dict)  # what may change on resume, as the run started
     pid: int = 0  # so a view can tell a run whose process died
+    into: str = ""  # `--into BRANCH`: the person's branch the result goes to ("": hilbert/<run>)
     host: str = ""
 
 
@@ -164,6 +165,19 @@ class TaskEscalated(FleetEvent):
     why: str = ""
     decision: str = ""
     with_tasks: list[str] = field(default_factory=list)  # escalated together: it fails only with these
+
+
+@kind("task_needs_you")
+class TaskNeedsYou(FleetEvent):  # no lead will answer its escalation (`hilbert.fleet.person`)
+    task: str = ""
+    why: str = ""  # why the person, not the lead
+    evidence: str = ""  # why its last attempt did not land
+
+
+@kind("task_retry_asked")
+class TaskRetryAsked(FleetEvent):  # the person's `hilbert retry` (agent "person"): pending, fresh attempts
+    task: str = ""
+    edited: dict[str, Any] = field(default_factory=dict)  # the task as the person edited it ({}: as it was)
 
 
 @kind("task_stopped")
@@ -404,6 +418,30 @@ class FlakyTest(FleetEvent):
     first_exit: int = 0
     first_output: str = ""
     second_output: str = ""
+
+
+@kind("final_base")
+class FinalBase(FleetEvent):  # the whole suite at the run's base, once (`hilbert.fleet.final_check`)
+    base: str = ""
+    command: str = ""
+    ok: bool = True
+    failing: list[str] = field(default_factory=list)
+    gathered: bool = False
+
+
+@kind("final_checked")
+class FinalChecked(FleetEvent):  # ... and at the tip, on a clean checkout: what failed, sorted
+    round: int = 0
+    base: str = ""
+    tip: str = ""
+    command: str = ""
+    new: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    preexisting: list[str] = field(default_factory=list)
+    gathered: bool = False
+    output: str = ""
+    repair: str = ""  # the repair task it added ("": none)
+    error: str = ""  # a harness step failed: nothing was compared
 
 
 # -- the lead and the person -----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from hilbert.fleet.events import (
     ProposalApplied,
     ProposalHeld,
     ProposalStale,
+    TaskRetryAsked,
     decode,
 )
 from hilbert.fleet.inbox import AGENT_MESSAGE, EVERYONE, HARNESS, LEAD, PERSON, Inbox, send
@@ -304,8 +305,11 @@ class Lead:
             e.data.get("id")
             for e in store.events(run=run, agent=HARNESS, kinds=["proposal_applied", "proposal_stale"])
         }
-        seen = 0
+        seen, retries = 0, self.ctx.state.last_id
         while True:
+            for retry in store.events(run=run, agent=PERSON, kinds=[TaskRetryAsked.kind], after_id=retries):
+                retries = retry.id  # the person's `hilbert retry`: the driver looks at the states again
+                self.woken.set()
             for event in store.events(
                 run=run, agent=PERSON, kinds=[PROPOSAL_APPROVED, PROPOSAL_REJECTED], after_id=seen
             ):

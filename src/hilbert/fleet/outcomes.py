@@ -10,7 +10,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hilbert.agent.policies import Cause, StopStatus
-from hilbert.fleet.events import FleetEvent, TaskEscalated, TaskRetried, TaskStateChanged, TaskStopped
+from hilbert.fleet.events import (
+    FinalChecked,
+    FleetEvent,
+    TaskEscalated,
+    TaskRetried,
+    TaskStateChanged,
+    TaskStopped,
+)
 from hilbert.fleet.merge_queue import Outcome
 from hilbert.fleet.plan import Task
 from hilbert.fleet.scheduler import Status, TaskState, after_failure
@@ -35,6 +42,7 @@ class FleetResult:
     integration_tip: str
     stuck: Mapping[str, str]
     interrupted: bool = False
+    final: FinalChecked | None = None  # the last final check (`hilbert.fleet.final_check`)
 
     @property
     def all_done(self) -> bool:

@@ -34,16 +34,19 @@ from hilbert.fleet.events import (
     PanelAgreement,
     TaskError,
 )
+from hilbert.fleet.final_check import FinalCheck
 from hilbert.fleet.inbox import EVERYONE, HARNESS
 from hilbert.fleet.lead import Lead
 from hilbert.fleet.liveness import watch
 from hilbert.fleet.merge_queue import Candidate, Outcome
 from hilbert.fleet.names import Name, allocate
 from hilbert.fleet.outcomes import AttemptOutcome, FleetResult, after_attempt, after_merge, failure
+from hilbert.fleet.person import needs_you
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.scheduler import blocked, ready
 from hilbert.fleet.seams import External, Place
 from hilbert.fleet.setup import Opened, open_run
+from hilbert.fleet.state import FleetState
 from hilbert.fleet.stop_gate import Panel
 from hilbert.judge.panel import merge_statistics
 from hilbert.models.types import Model
@@ -74,6 +77,7 @@ async def run_fleet(
     worker: External | None = None,
     runtime: Place = Attempts,
     snapshot: bool = False,
+    into: str | None = None,
 ) -> FleetResult:
     """Run `plan` on a copy of `repo` (under `root`) until nothing is left to do, or with `resume` go
     on with the run the log holds. Without `lead_model` escalated tasks stay escalated; `judge_model`
@@ -81,11 +85,13 @@ async def run_fleet(
     the plan's `heldout:` paths are relative to. Every command goes through `runner`, the run's folder
     hidden. `settings` is the run's whole configuration (`hilbert.fleet.setup.open_run`). `worker`: an
     external worker instead of hilbert's loop; `runtime`: what places attempts (`hilbert.fleet.seams`);
-    `snapshot`: start from the repository's uncommitted working tree (`--allow-dirty`)."""
+    `snapshot`: start from the repository's uncommitted working tree (`--allow-dirty`); `into`: the
+    person's branch the result goes to (`--into`), kept in the log for a resume."""
     models = Models(model, lead_model, judge_model, panel)
     async with open_run(
         plan, repo=repo, root=root, run=run, store=store, settings=settings, runner=runner, models=models,
         heldout_root=heldout_root, skills=skills, resume=resume, crashes=crashes, snapshot=snapshot,
+        into=into,
     ) as opened:  # fmt: skip
         return await _Driver(opened, runtime, worker).go()
 
@@ -101,6 +107,7 @@ class _Driver:
         running = lambda: dict(self.names)  # noqa: E731
         self.disk = DiskGuard(self.ctx.root, self.ctx.settings.fleet, record=self.ctx.record, running=running)
         self.batch: tuple[int, dict[str, Candidate]] = (0, {})  # the merge's: the disk's spells, candidates
+        self.final = FinalCheck(self.ctx)
 
     def start(self, task_id: str, name: Name, resumed: Any = None) -> None:
         self.names[task_id] = name
@@ -117,6 +124,7 @@ class _Driver:
             self.start(task_id, Name(resumed.worker_id, resumed.worker), resumed)
         merging: asyncio.Task[list[Outcome]] | None = None
         leading: asyncio.Task[AgentResult] | None = None
+        checking: asyncio.Task[list[FleetEvent]] | None = None  # the final check (`fleet.final_check`)
         waker: asyncio.Task[Any] | None = None
         verify = lambda task_id: ctx.state.task(task_id).verify  # noqa: E731
         liveness = ctx.settings.liveness
@@ -132,6 +140,7 @@ class _Driver:
         interrupted = False
         try:
             while True:  # until nothing runs and nothing can start
+                self.record(self.to_person(ctx.fold.catch_up()))  # escalations no lead will answer
                 state = ctx.fold.catch_up()
                 assert state.plan is not None
                 stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
@@ -150,7 +159,15 @@ class _Driver:
                 unanswered = state.unanswered()[: fleet.escalations_per_session]
                 if leading is None and (unanswered or self.lead.candidates()) and self.lead.may_act(stopping):
                     leading = asyncio.create_task(self.lead.consult(unanswered))
-                waiting = set(self.running) | {task for task in (merging, leading) if task is not None}
+                waiting = set(self.running) | {t for t in (merging, leading, checking) if t is not None}
+                if (
+                    not waiting
+                    and not stopping
+                    and not paused
+                    and self.final.due(tip := await ctx.integration.tip())
+                ):
+                    checking = asyncio.create_task(self.final.check(tip))  # nothing runs: the last look
+                    waiting.add(checking)
                 if not waiting and not (paused and not stopping and (starting or self.queue.pending)):
                     break  # the scheduler has nothing left, or the rest is blocked
                 waker = waker or asyncio.create_task(self.lead.woken.wait())
@@ -169,6 +186,9 @@ class _Driver:
                     elif finished is leading:
                         consulted, leading = leading, None
                         self.lead.consulted(consulted)
+                    elif finished is checking:
+                        checked, checking = checking, None
+                        self.record(self.final.settled(checked))
                     else:
                         self.attempted(finished)  # type: ignore[arg-type]
         except asyncio.CancelledError:
@@ -178,11 +198,16 @@ class _Driver:
         finally:
             ctx.store.on_full(None)
             self.disk.close()
-            others = [t for t in (merging, leading, waker, roomy, watching, deciding, disk) if t is not None]
+            others = [
+                t
+                for t in (merging, leading, checking, waker, roomy, watching, deciding, disk)
+                if t is not None
+            ]
             for pending in [*self.running, *others]:
                 pending.cancel()
             await asyncio.gather(*self.running, *others, return_exceptions=True)
             await self.queue.close()
+            await self.final.close()
         return await self.finish(interrupted)
 
     async def finish(self, interrupted: bool) -> FleetResult:
@@ -196,7 +221,8 @@ class _Driver:
             pairs = [{**asdict(p), "rate": p.rate} for p in merge_statistics(reviewed)]
             ctx.record(PanelAgreement(pairs=pairs, reviews=len(reviewed)))
         ctx.record(FleetFinished(states={k: v.status for k, v in state.states.items()}, tip=tip, stuck=stuck))
-        return FleetResult(ctx.run, dict(state.states), ctx.integration.path, tip, stuck, interrupted)
+        final = state.final_checks[-1] if state.final_checks else None
+        return FleetResult(ctx.run, dict(state.states), ctx.integration.path, tip, stuck, interrupted, final)
 
     def attempted(self, finished: asyncio.Task[AttemptOutcome]) -> None:
         task_id = self.running.pop(finished)
@@ -212,6 +238,15 @@ class _Driver:
         self.record(after_attempt(task, state, outcome, max_attempts=self.max_attempts))
         if outcome.candidate is not None and task_id not in self.ctx.state.held:  # held: a peer's message
             self.queue.submit(Candidate(task_id, outcome.candidate, task.verify))
+
+    def to_person(self, state: FleetState) -> list[FleetEvent]:
+        models, fleet = self.ctx.models, self.ctx.settings.fleet
+        return needs_you(
+            state,
+            lead=models.lead is not None,
+            same_model=models.lead is not None and models.lead.name == models.worker.name,
+            sessions_left=state.lead_sessions < fleet.lead_sessions,
+        )
 
     def release(self, task_id: str) -> None:
         """A held candidate the person approved goes to the merge queue (`hilbert.fleet.tainted`)."""

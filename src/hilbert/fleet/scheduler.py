@@ -5,7 +5,9 @@ derive the same answers from the same task states (which the event log holds). A
 
     pending → running → verifying → done (merged)
        ↑         └──────────┴──→ failed ──→ pending (a retry, `attempts` + 1) | escalated (to the lead)
-       └── the lead may reopen an escalated task;   the lead may mark one no worker holds impossible
+       ├── the lead may reopen an escalated task;   the lead may mark one no worker holds impossible
+       └── the person reopens one that needs them (`hilbert retry`): escalated with no lead to answer
+           it, or the lead gave up on it, becomes needs_you (`hilbert.fleet.person`)
 
 A task with no `TaskState` in the mapping is pending with no attempts. Two tasks conflict when a claim of
 one is a path prefix of a claim of the other (`src` and `src/x.py`, never `src/a.py` and `src/ab.py`),
@@ -23,12 +25,12 @@ from typing import Literal, get_args
 from hilbert.errors import RunError, UserError
 from hilbert.fleet.plan import Plan, Task
 
-Status = Literal["pending", "running", "verifying", "done", "failed", "escalated", "impossible"]
+Status = Literal["pending", "running", "verifying", "done", "failed", "escalated", "impossible", "needs_you"]
 STATUSES: frozenset[str] = frozenset(get_args(Status))
 ACTIVE: frozenset[str] = frozenset({"running", "verifying"})
 """A worker holds the task: it counts against the concurrency limit and holds its claims."""
-DEAD: frozenset[str] = frozenset({"impossible", "escalated"})
-"""The task will not be done unless the lead acts, so its dependents can never start."""
+DEAD: frozenset[str] = frozenset({"impossible", "escalated", "needs_you"})
+"""The task will not be done unless the lead or the person acts, so its dependents can never start."""
 SETTLED: frozenset[str] = frozenset({"done"}) | DEAD
 
 

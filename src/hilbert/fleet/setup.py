@@ -115,11 +115,13 @@ async def open_run(
     resume: bool = False,
     crashes: Crashes | None = None,
     snapshot: bool = False,
+    into: str | None = None,
 ) -> AsyncIterator[Opened]:
     """Open run `run` in the folder `root`: with `plan` and `repo` a fresh one; with `resume` the one
     the log holds (its plan, repository and base). Every command goes through `runner`, with the
     run's folder hidden; `heldout_root` is the folder the plan's `heldout:` paths are relative to.
-    `snapshot`: a fresh run starts from the repository's working tree as it is (`--allow-dirty`)."""
+    `snapshot`: a fresh run starts from the repository's working tree as it is (`--allow-dirty`);
+    `into`: the person's branch the result goes to, kept in the log for a resume."""
     root = Path(root).absolute()
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root, run):
@@ -164,6 +166,7 @@ async def open_run(
                 settings=now,
                 pid=os.getpid(),
                 host=socket.gethostname(),
+                into=into or "",
             )
             store.append(run, HARNESS, started.kind, started.data())  # resumable from here on
             fresh = True

@@ -28,6 +28,7 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Usage
 from hilbert.store.event_store import Event, EventStore
 
+RETRYABLE = frozenset({"needs_you", "escalated", "impossible"})  # what `hilbert retry` reopens
 SHOWN_HELD = "held:"  # in `FleetState.shown`, before a held candidate's proposal id: shown to the lead
 
 HARNESS = "harness"
@@ -112,6 +113,7 @@ class FleetState:
     notes: dict[str, list[str]] = field(default_factory=dict)  # task -> the lead's notes
     shown: set[str] = field(default_factory=set)  # escalations and SHOWN_HELD + P3 a lead was given
     stopped: set[str] = field(default_factory=set)  # stopped by the person or the cost cap
+    needs_you: dict[str, ev.TaskNeedsYou] = field(default_factory=dict)  # task -> why the person decides
     lead_sessions: int = 0
     lead_open: list[str] | None = None  # the tasks of a lead session that has not answered
     lead_read: int = 0  # the last message delivered to a lead session that answered
@@ -122,6 +124,8 @@ class FleetState:
     peer_messages: dict[int, str] = field(default_factory=dict)  # an `agent_message`'s id -> its sender
     landing: ev.MergeLanding | None = None  # the last intent whose `merged` events are not all in
     merged: dict[str, ev.Merged] = field(default_factory=dict)
+    final_base: ev.FinalBase | None = None  # the whole suite at base (`hilbert.fleet.final_check`)
+    final_checks: list[ev.FinalChecked] = field(default_factory=list)  # ... and at the tip, each round
     agents: dict[str, AgentView] = field(default_factory=dict)
     spent_usd: float = 0.0
     stops: set[str] = field(default_factory=set)  # whom the person asked to stop ("*": everyone)
@@ -446,6 +450,38 @@ def _plan_changed(state: FleetState, e: ev.PlanChanged) -> None:
     _plan(state, e.plan)
 
 
+def _final(state: FleetState, e: ev.FinalBase | ev.FinalChecked) -> None:
+    if isinstance(e, ev.FinalBase):
+        state.final_base = e
+    else:
+        state.final_checks.append(e)
+
+
+def _needs_you(state: FleetState, e: ev.TaskNeedsYou) -> None:
+    state.needs_you[e.task] = e
+
+
+def _retry_asked(state: FleetState, e: ev.TaskRetryAsked) -> None:
+    """The person's `hilbert retry`: the task pending with fresh attempts (as they edited it), and a run
+    that had ended not ended any more (`hilbert retry` resumes it)."""
+    before = state.states.get(e.task)
+    if state.plan is None or before is None or before.status not in RETRYABLE:
+        return
+    if e.edited:
+        try:
+            edited = Task.model_validate({**e.edited, "id": e.task})
+        except ValueError:  # `hilbert retry --edit` validates it; a log edited by hand does not count
+            edited = None
+        if edited is not None:
+            tasks = tuple(edited if t.id == e.task else t for t in state.plan.tasks)
+            state.plan = state.plan.model_copy(update={"tasks": tasks})
+    state.states[e.task] = TaskState(e.task, "pending", 0, None, before.reopened + 1)
+    state.stopped.discard(e.task)
+    state.shown.discard(e.task)
+    state.needs_you.pop(e.task, None)
+    state.finished = None  # a run that had ended has work again: it is resumed for it
+
+
 def _stop(state: FleetState, e: ev.StopRequested) -> None:
     state.stops.add(e.to)
 
@@ -487,6 +523,10 @@ _HANDLERS: dict[type, Any] = {
     ev.LeadAction: _lead_action,
     ev.PlanChanged: _plan_changed,
     ev.StopRequested: _stop,
+    ev.FinalBase: _final,
+    ev.TaskNeedsYou: _needs_you,
+    ev.TaskRetryAsked: _retry_asked,
+    ev.FinalChecked: _final,
     ev.AgentMessage: _peer_message,
     ev.ProposalHeld: _proposal,
     ev.ProposalApplied: _proposal,

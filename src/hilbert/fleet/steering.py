@@ -36,9 +36,9 @@ from hilbert.fleet.proposals import WorkerMessage
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import ToolSpec
 
-REOPENABLE = frozenset({"escalated", "impossible"})
+REOPENABLE = frozenset({"escalated", "impossible", "needs_you"})
 """A task the lead may reassign or split: no worker holds it and the scheduler will not retry it."""
-UNSTARTED = frozenset({"pending", "escalated", "impossible", "failed"})
+UNSTARTED = frozenset({"pending", "escalated", "impossible", "failed", "needs_you"})
 """A task the lead may mark impossible: no worker holds it and it is not done."""
 
 _STR = {"type": "string"}

@@ -22,8 +22,10 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.commands import Runner
 from hilbert.errors import UserError
 from hilbert.fleet.crash import Crashes
+from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.handoff import check_target, deliver, describe, how_to_look, result_branch
 from hilbert.fleet.lead_tools import PlanningToolBox
+from hilbert.fleet.person import summary as person_summary
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.preflight import live_on, models_answer, refuse_dirty, uncommitted
 from hilbert.fleet.proposals import pending_lines
@@ -334,6 +336,7 @@ async def resume_command(
     assert state.plan is not None
     settings = inherit(settings, state.settings)
     root = Path(state.started.integration).parent
+    into = into or state.started.into or None  # as the run was started (`--into`), unless given now
     if into is not None:
         await check_into(settings, Path(state.started.repo), into)
     return await _drive(
@@ -390,8 +393,12 @@ async def _drive(
             f"{judge_model.name if judge_model else 'none (the checks decide)'}; review panel: "
             + (", ".join(r.label + "=" + r.model.name for r in panel.reviewers) if panel else "none")
         )
+        since = 0
+        if resume:  # what happened before is in the log: `hilbert log --run RUN` shows it
+            since = store.last_id()
+            echo(f"(its earlier events: hilbert log --run {run})")
         try:
-            async with printing(store, run, echo):
+            async with printing(store, run, echo, after_id=since):
                 result = await run_fleet(
                     None if resume else plan,
                     repo=repo,
@@ -408,6 +415,7 @@ async def _drive(
                     resume=resume,
                     crashes=crashes,
                     snapshot=snapshot,
+                    into=into,
                 )
         except asyncio.CancelledError:
             if Fold(store, run).catch_up().started is None:
@@ -416,15 +424,18 @@ async def _drive(
                 echo(f"\ninterrupted: in-flight work is kept. Resume it with: hilbert run --resume {run}")
             raise
         left = pending_lines(store, run, ended=True)
+        yours = [store.redactor.redact(line) for line in person_summary(Fold(store, run).catch_up())]
     done = sum(state.status == "done" for state in result.states.values())
     redact = store.redactor.redact
     echo(f"\n{done} of {len(result.states)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
     for task_id, state in result.states.items():
         echo(
-            f"  {task_id}: {state.status}"
+            f"  {task_id}: {state.status.replace('_', ' ')}"
             + (f" ({redact(result.stuck[task_id])})" if task_id in result.stuck else "")
         )
-    for line in left:
+    if yours:
+        echo("what needs you:")
+    for line in [*yours, *final_summary(result.final), *left]:
         echo(line)
     if not result.interrupted:
         await _hand_off(settings, run, root, result, echo, done=done, into=into)

@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 from hilbert.errors import UserError
+from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.names import Name, lookup, to_id
+from hilbert.fleet.person import summary as person_summary
 from hilbert.fleet.state import HARNESS, PERSON, FleetState
 from hilbert.security.envelope import MessageKey
 from hilbert.store import EventStore
@@ -105,7 +107,7 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
         counts: dict[str, int] = {}
         for task_state in state.states.values():
             counts[task_state.status] = counts.get(task_state.status, 0) + 1
-        tasks = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        tasks = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in sorted(counts.items()))
         lines.append(f"run {state.run}: {len(state.states)} tasks ({tasks})")
         if interrupted(state):
             lines.append(f"  interrupted: resume it with `hilbert run --resume {state.run}`")
@@ -118,6 +120,10 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
         if pending:
             lines.append(f"  pending: {', '.join(pending)}")
         lines += _together(state)
+        lines += person_summary(state)  # what needs the person, and how to reopen it
+        lines += [
+            f"  {line}" for line in final_summary(state.final_checks[-1] if state.final_checks else None)
+        ]
     unsandboxed = state.started is not None and state.started.sandbox.startswith("UNSANDBOXED")
     task_of = {attempt.worker: attempt.task for attempt in state.attempts.values()}
     for agent, label in worker_states(state, now).items():

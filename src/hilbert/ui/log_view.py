@@ -177,7 +177,7 @@ def _render_policy_action(event: Event, store: EventStore) -> Rendered:
 _FLEET_LINES = {
     "fleet_started": "fleet started: {n_tasks} tasks, {workers} workers on {model}",
     "task_started": "{task} started by {worker} at {base:.10}",
-    "task_state": "{task} → {status}{by}",
+    "task_state": "{task} → {status_words}{by}",
     "task_attempted": "{task}: attempt ended {status}{candidate_note}",
     "task_retried": "{task} retried: {why_line}",
     "task_escalated": "{task} escalated{together}: {why_line}",
@@ -203,6 +203,8 @@ _FLEET_LINES = {
     "merge_requeued": "{task_list} requeued: {reason}",
     "merge_bisect": "bisecting: checking {testing_list} of {suspects_list}",
     "flaky_test": "flaky: `{command}` failed, then passed on a re-run",
+    "final_base": "final check: the whole suite at base {base:.10}: {suite_line}",
+    "final_checked": "final check at {tip:.10}: {final_line}",
     "person_message": "message for {to}: {text_line}",
     "agent_message": "{sender} → {to}: {text_line}",
     "message_refused": "message from {sender} to {to} refused: {why}",
@@ -213,6 +215,8 @@ _FLEET_LINES = {
     "disk_error": "the disk watch failed one look: {error}",
     "fleet_finished": "fleet finished: {states_line}",
     "task_stopped": "{task} stopped: {why_line}",
+    "task_needs_you": "{task} needs you: {why} — reopen it with `hilbert retry {run} {task}`",
+    "task_retry_asked": "{task} reopened by the person{edited_note}",
     "task_error": "{task}: a harness step failed: {error}",
     "merge_error": "the merge queue failed: {error}",
     "lead_consulted": "the lead is asked about {task_list}",
@@ -255,7 +259,9 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         n_failing=len(data.get("still_failing", ())),
         n_fixed=len(data.get("fixed", ())),
         text_line=_first_line(str(data.get("text", ""))),
-        states_line=", ".join(f"{k} {v}" for k, v in dict(data.get("states", {})).items()),
+        states_line=", ".join(
+            f"{k} {str(v).replace('_', ' ')}" for k, v in dict(data.get("states", {})).items()
+        ),
         lead_detail=_lead_detail(data),
         pairs_line="; ".join(
             f"{' × '.join(p.get('models', ()))}: {p.get('agreed')} agreed of "
@@ -266,11 +272,16 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         testing_list=", ".join(data.get("testing", ())),
         suspects_list=", ".join(data.get("suspects", ())),
         short_command=_cut(str(data.get("command", "")), 60),
+        run=event.run,
+        status_words=str(data.get("status", "?")).replace("_", " "),
+        edited_note=" (the task edited)" if data.get("edited") else "",
+        suite_line="green" if data.get("ok") else f"{_plural(len(data.get('failing', ())), 'failing test')}",
+        final_line=_final_line(data),
         still_line=f"; still escalated: {', '.join(data['still_escalated'])}"
         if data.get("still_escalated")
         else "",
     )
-    failed = event.kind in ("merge_checks_failed", "merge_rejected", "merge_conflict") or (
+    failed = event.kind in ("merge_checks_failed", "merge_rejected", "merge_conflict", "final_checked") or (
         event.kind == "gate_step" and not data.get("passed")
     )
     text = data.get("output") or data.get("hunks") or "\n".join(data.get("findings", ()))
@@ -286,6 +297,18 @@ class _Tolerant(dict[str, Any]):
 
     def __missing__(self, key: str) -> str:
         return "?"
+
+
+def _final_line(data: dict[str, Any]) -> str:
+    if data.get("error"):
+        return f"could not run: {data['error']}"
+    counts = [
+        f"{len(data.get(key, ()))} {label}"
+        for key, label in (("new", "new failing"), ("flaky", "flaky"), ("preexisting", "failing at base too"))
+        if data.get(key)
+    ]
+    repair = f"; {data['repair']} added to repair them" if data.get("repair") else ""
+    return (", ".join(counts) or "green, nothing new failing") + repair
 
 
 def _lead_detail(data: dict[str, Any]) -> str:

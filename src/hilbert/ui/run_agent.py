@@ -90,10 +90,15 @@ class EventPrinter:
     """Prints a run's events (of `kinds`, or all) in commit order, each once, as they appear in the log."""
 
     def __init__(
-        self, store: EventStore, run: str, echo: Callable[[str], None], kinds: Sequence[str] | None = None
+        self,
+        store: EventStore,
+        run: str,
+        echo: Callable[[str], None],
+        kinds: Sequence[str] | None = None,
+        after_id: int = 0,
     ) -> None:
         self.store, self.run, self.echo, self.kinds = store, run, echo, kinds
-        self.after_id = 0
+        self.after_id = after_id
 
     def flush(self) -> None:
         for event in self.store.events(run=self.run, kinds=self.kinds, after_id=self.after_id):
@@ -108,11 +113,15 @@ class EventPrinter:
 
 @contextlib.asynccontextmanager
 async def printing(
-    store: EventStore, run: str, echo: Callable[[str], None], kinds: Sequence[str] | None = None
+    store: EventStore,
+    run: str,
+    echo: Callable[[str], None],
+    kinds: Sequence[str] | None = None,
+    after_id: int = 0,
 ) -> AsyncIterator[None]:
-    """Print `run`'s events (of `kinds`, or all) as they are committed while the body runs, and the last
-    ones after it."""
-    printer = EventPrinter(store, run, echo, kinds)
+    """Print `run`'s events (of `kinds`, or all; those after `after_id`) as they are committed while the
+    body runs, and the last ones after it."""
+    printer = EventPrinter(store, run, echo, kinds, after_id)
     following = asyncio.create_task(printer.follow())
     try:
         yield

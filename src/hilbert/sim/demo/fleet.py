@@ -69,6 +69,8 @@ PROGRESS = (
     "merge_rejected",
     "task_retried",
     "task_escalated",
+    "task_needs_you",
+    "final_checked",
     "lead_consulted",
     "lead_action",
     "lead_message",

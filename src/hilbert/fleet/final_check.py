@@ -1,0 +1,207 @@
+"""The run's last look: the whole suite on a clean checkout of the integration tip, against the base.
+
+The merge queue checks each batch in its merge tree; before a run hands its branch over, the project's
+test command (`commands.test`) runs once more where nothing a merge check left can help it: a tree
+rebuilt from the tip's commit (`FinalCheck`, a `MergeTree` of its own), and at the run's base in the
+same way. The base's result is kept in the log (`final_base`), so a later round or a resumed run does
+not run it again. What the comparison (`compare`, pure) makes of the two:
+
+- *new*: tests that fail at the tip, did not fail at base, and fail again when the tip's suite runs a
+  second time — they become a repair task (`repair_task`) for at most `fleet.final_repair_rounds`
+  rounds; after the last round they are listed in the run's summary and its PR description;
+- *flaky*: failed at the tip, passed on the second run — listed, not a task;
+- *pre-existing*: failed at base too — listed, not a task (the run did not cause them).
+
+A command that starts no pytest is compared by its exit status alone (one "test", `EXIT`): red at the
+tip and green at base is new; red at both is pre-existing. The driver (`hilbert.fleet.run`) asks
+`due` when nothing runs and nothing can start, and records what `check` returns; a run that merged
+nothing, or that is stopping, is not checked (it claims nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hilbert.fleet import events as ev
+from hilbert.fleet.context import RunContext
+from hilbert.fleet.merge_checks import CommandRun, Scratch
+from hilbert.fleet.plan import Plan, Task
+
+EXIT = "(exit status)"  # the one "test" of a command whose outcomes no pytest reported
+OUTPUT_CHARS = 3000  # of the failing run's output, kept in the log and given to the repair task
+REPAIR = "repair"  # a repair task's id is REPAIR-<round>
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One run of the test command: green or not, and the tests that failed (`gathered`: named by the
+    judge's reporter; else the exit status is all there is)."""
+
+    ok: bool
+    failing: tuple[str, ...]
+    gathered: bool
+    output: str = ""
+
+    @classmethod
+    def of(cls, run: CommandRun) -> Suite:
+        gathered = run.ran_to_the_end
+        failing = tuple(sorted(run.failures)) if gathered else ()
+        if not run.ok and not failing:  # red, but no test named: a collection error, a timeout, no pytest
+            failing = (EXIT,)
+        return cls(run.ok, failing, gathered, run.output[-OUTPUT_CHARS:])
+
+
+@dataclass(frozen=True)
+class Findings:
+    new: tuple[str, ...] = ()
+    flaky: tuple[str, ...] = ()
+    preexisting: tuple[str, ...] = ()
+
+
+def compare(base: Suite, tip: Suite, again: Suite | None) -> Findings:
+    """What failed at the tip, sorted into new, flaky (`again`: the tip's second run, None if it was
+    not run: then nothing is flaky) and pre-existing (failing at base too)."""
+    at_base = set(base.failing)
+    if EXIT in at_base and not base.gathered:  # base red with nothing named: every failure may be old
+        return Findings(preexisting=tip.failing)
+    preexisting = tuple(t for t in tip.failing if t in at_base)
+    suspects = [t for t in tip.failing if t not in at_base]
+    failing_again = set(again.failing) if again is not None else set(suspects)
+    new = tuple(t for t in suspects if t in failing_again)
+    flaky = tuple(t for t in suspects if t not in failing_again)
+    return Findings(new, flaky, preexisting)
+
+
+def repair_task(plan: Plan, round_: int, new: Sequence[str], command: str, output: str) -> Task:
+    """The task that makes the new failures pass again: its verify runs those tests (with pytest's node
+    ids when the command is pytest's; else the whole command, which passed at base)."""
+    ids = [t for t in new if t != EXIT]
+    verify = command
+    if ids and "pytest" in command and len(ids) <= 50:
+        verify = f"{command} {' '.join(shlex.quote(t) for t in ids)}"
+    taken = {t.id for t in plan.tasks}
+    task_id = next(
+        f"{REPAIR}-{n}" for n in range(round_, round_ + len(taken) + 1) if f"{REPAIR}-{n}" not in taken
+    )
+    fenced = output.replace("```", "'''")
+    listed = "\n".join(f"- `{t}`" for t in new[:50]) + (
+        f"\n- … {len(new) - 50} more" if len(new) > 50 else ""
+    )
+    return Task(
+        id=task_id,
+        title="Make the whole suite pass on the integration branch again",
+        verify=verify,
+        description=(
+            "The run's final check ran the project's whole test suite on a clean checkout of the "
+            f"integration branch (`{command}`). These tests fail there, passed at the run's base, and "
+            "failed again when run a second time, so a merged change broke them:\n"
+            f"{listed}\n\nFix the code so they pass; do not change what the tests expect.\n\n"
+            f"The end of that run's output:\n```text\n{fenced}\n```"
+        ),
+    )
+
+
+class FinalCheck:
+    """The final check of one run (`ctx`): its trees live under the run's folder."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.scratch = Scratch(ctx.integration.merge_tree(ctx.root / "final-tree"), runner=ctx.runner)
+        self.tip = ""
+
+    def due(self, tip: str) -> bool:
+        """Something merged and the tip was not looked at yet."""
+        state = self.ctx.state
+        assert state.started is not None
+        checked = state.final_checks[-1].tip if state.final_checks else state.started.base
+        return tip != checked
+
+    async def check(self, tip: str) -> list[ev.FleetEvent]:
+        """Run the suite at base (unless the log has it) and at `tip` (again, if something new failed
+        there); the events to record: the base's result, the check, and a repair task if one is due."""
+        ctx, state = self.ctx, self.ctx.state
+        assert state.started is not None and state.plan is not None
+        self.tip = tip
+        command = ctx.settings.commands.test
+        events: list[ev.FleetEvent] = []
+        base = state.final_base
+        if base is None or base.base != state.started.base or base.command != command:
+            ran = Suite.of(await self._run(state.started.base))
+            base = ev.FinalBase(base=state.started.base, command=command, ok=ran.ok,
+                                failing=list(ran.failing), gathered=ran.gathered)  # fmt: skip
+            events.append(base)
+        at_base = Suite(base.ok, tuple(base.failing), base.gathered)
+        first = Suite.of(await self._run(tip))
+        again = None
+        if compare(at_base, first, None).new:
+            again = Suite.of(await self._run(tip))
+        found = compare(at_base, first, again)
+        round_ = len(state.final_checks) + 1
+        repairs = sum(1 for c in state.final_checks if c.repair)
+        repair = None
+        if found.new and repairs < ctx.settings.fleet.final_repair_rounds:
+            repair = repair_task(state.plan, round_, found.new, command, (again or first).output)
+        events.append(
+            ev.FinalChecked(
+                round=round_, base=state.started.base, tip=tip, command=command,
+                new=list(found.new), flaky=list(found.flaky), preexisting=list(found.preexisting),
+                gathered=first.gathered, output=(again or first).output if found.new else "",
+                repair=repair.id if repair else "",
+            )
+        )  # fmt: skip
+        if repair is not None:
+            plan = state.plan.model_copy(update={"tasks": (*state.plan.tasks, repair)})
+            events.append(
+                ev.PlanChanged(
+                    tasks=[t.id for t in plan.tasks],
+                    added=[repair.model_dump(mode="json")],
+                    plan=plan.model_dump(mode="json"),
+                )
+            )
+        return events
+
+    def settled(self, finished: asyncio.Task[list[ev.FleetEvent]]) -> list[ev.FleetEvent]:
+        """`check`'s events; when a harness step failed (git, the disk), a check that says so (the
+        tip counts as looked at: the run goes on to its end)."""
+        error = finished.exception()
+        if error is None:
+            return finished.result()
+        state = self.ctx.state
+        assert state.started is not None
+        return [
+            ev.FinalChecked(
+                round=len(state.final_checks) + 1, base=state.started.base, tip=self.tip,
+                command=self.ctx.settings.commands.test, error=f"{type(error).__name__}: {error}",
+            )
+        ]  # fmt: skip
+
+    async def _run(self, commit: str) -> CommandRun:
+        await self.scratch.reset(commit)
+        return await self.scratch.run(self.ctx.settings.commands.test)
+
+    async def close(self) -> None:
+        await self.scratch.remove()
+
+
+def summary(check: ev.FinalChecked | None) -> list[str]:
+    """The run's final-check lines for the person (its summary, the PR description)."""
+    if check is None:
+        return []
+    where = f"the whole suite (`{check.command}`) on a clean checkout of {check.tip[:12]}"
+    if check.error:
+        return [f"final check: {where} could not run: {check.error}"]
+    if not (check.new or check.flaky or check.preexisting):
+        return [f"final check: {where}: green"]
+    lines = [f"final check: {where}:"]
+    for label, tests in (
+        ("NEW failures (they passed at base)", check.new),
+        ("flaky (failed, then passed when run again)", check.flaky),
+        ("failing at base too (not this run's)", check.preexisting),
+    ):
+        if tests:
+            shown = ", ".join(tests[:10]) + (f" and {len(tests) - 10} more" if len(tests) > 10 else "")
+            lines.append(f"  {label}: {shown}")
+    return lines

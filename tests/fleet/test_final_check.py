@@ -1,0 +1,177 @@
+"""The run's last look (`hilbert.fleet.final_check`): the whole suite on a clean checkout of the
+integration tip against the base. Only failures new since base become a repair task (once, by
+default); what failed at base too, and what passes when run again, is listed instead.
+
+The fleet test's trigger is a real way for a suite to pass in the merge queue and fail on a clean
+checkout: T1's verify writes a file git ignores, and the test T1 adds reads it. The merge checks run
+verify first, in the same tree, so they pass; the final check's clean tree has no such file."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+from fleet_support import ENV, commit_all
+
+from hilbert.commands import Runner
+from hilbert.fleet.final_check import EXIT, Findings, Suite, compare, summary
+from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.run import run_fleet
+from hilbert.models import make_model
+from hilbert.models.types import ToolCall
+from hilbert.settings import Settings
+from hilbert.store import EventStore
+from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.fake_server.responder import Conversation, Reply
+
+
+def test_only_failures_new_since_base_that_fail_twice_are_new() -> None:
+    base = Suite(False, ("t::old",), gathered=True)
+    tip = Suite(False, ("t::broken", "t::old", "t::wobbly"), gathered=True)
+    again = Suite(False, ("t::broken", "t::old"), gathered=True)
+    found = compare(base, tip, again)
+    assert (found.new, found.flaky, found.preexisting) == (("t::broken",), ("t::wobbly",), ("t::old",))
+    # a command without pytest: its exit status is the one test
+    red, green = Suite(False, (EXIT,), gathered=False), Suite(True, (), gathered=False)
+    assert compare(green, red, red).new == (EXIT,)
+    assert compare(green, red, green).flaky == (EXIT,)
+    assert compare(red, red, None).preexisting == (EXIT,)
+    assert compare(green, green, None) == Findings()
+    assert compare(base, base, None) == Findings(preexisting=("t::old",))
+
+
+BUILD_NEEDS_A_STAMP = """from pathlib import Path
+
+
+def stamp() -> Path:
+    return Path("build/stamp")
+"""
+BUILD_MAKES_ITS_STAMP = """from pathlib import Path
+
+
+def stamp() -> Path:
+    path = Path("build/stamp")
+    path.parent.mkdir(exist_ok=True)
+    path.touch()
+    return path
+"""
+TEST_BUILD = """from build import stamp
+
+
+def test_the_stamp_is_there():
+    assert stamp().exists()
+"""
+
+
+class Workers:
+    """T1's worker adds build.py and its test (which pass only after T1's verify made the stamp); the
+    repair task's worker makes build.py write its stamp itself."""
+
+    name = "final-check-workers"
+
+    def __init__(self) -> None:
+        self.briefs: dict[str, str] = {}
+
+    def reply(self, conversation: Conversation) -> Reply:
+        brief = next(m.content for m in conversation.messages if m.role == "user")
+        task_id = (re.search(r"^Task ([\w-]+):", brief, re.MULTILINE) or [None, "?"])[1]
+        self.briefs[task_id] = brief
+        writes = {
+            "T1": [("build.py", BUILD_NEEDS_A_STAMP), ("test_build.py", TEST_BUILD)],
+            "repair-1": [("build.py", BUILD_MAKES_ITS_STAMP)],
+        }.get(task_id, [])
+        turn = sum(1 for m in conversation.messages if m.role == "assistant")
+        if turn < len(writes):
+            path, content = writes[turn]
+            call = ToolCall(f"c_{task_id}_{turn}", "write_file", {"path": path, "content": content})
+        else:
+            call = ToolCall(f"c_{task_id}_{turn}", "finish", {"claim": "done", "evidence": "tests pass"})
+        return Reply(tool_calls=(call,))
+
+
+def _repo(path: Path) -> Path:
+    path.mkdir()
+    (path / ".gitignore").write_text("build/\n__pycache__/\n")
+    (path / "test_old.py").write_text("def test_old_and_red():\n    assert 1 == 2\n")
+    commit_all(path)
+    return path
+
+
+def test_a_failure_only_a_clean_checkout_shows_becomes_a_repair_task_and_the_branch_ends_green(
+    tmp_path: Path,
+) -> None:
+    workers = Workers()
+    plan = Plan(
+        goal="add the build stamp",
+        tasks=(
+            Task(
+                id="T1",
+                title="Add build.py",
+                verify="mkdir -p build && touch build/stamp && python -m pytest -q test_build.py",
+            ),
+        ),
+    )
+    with FakeServer(workers) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = asyncio.run(
+            run_fleet(
+                plan,
+                repo=_repo(tmp_path / "repo"),
+                root=tmp_path / "run",
+                run="r",
+                model=make_model(f"openai:w@{server.openai_base_url}", env={}),
+                store=store,
+                runner=Runner.unsandboxed(ENV),
+                settings=Settings.of(
+                    {"fleet.workers": 1, "gate.rounds": 1, "commands.test": "python -m pytest -q"}
+                ),
+            )
+        )
+        checks = [e.data for e in store.events(run="r", kinds=["final_checked"])]
+        bases = [e.data for e in store.events(run="r", kinds=["final_base"])]
+    # at base only the old test fails; it is listed, never a task
+    assert len(bases) == 1 and bases[0]["failing"] == ["test_old.py::test_old_and_red"], bases
+    first, second = checks
+    assert first["new"] == ["test_build.py::test_the_stamp_is_there"] and first["repair"] == "repair-1", first
+    assert first["preexisting"] == ["test_old.py::test_old_and_red"]
+    brief = workers.briefs["repair-1"]
+    assert "test_build.py::test_the_stamp_is_there" in brief and "clean checkout" in brief
+    assert result.states["repair-1"].status == "done" and result.states["T1"].status == "done"
+    assert second["new"] == [] and second["repair"] == "" and second["tip"] == result.integration_tip
+    assert second["preexisting"] == ["test_old.py::test_old_and_red"]
+    assert result.final is not None and result.final.tip == result.integration_tip
+    lines = summary(result.final)
+    assert "failing at base too (not this run's): test_old.py::test_old_and_red" in "\n".join(lines), lines
+
+
+def test_with_no_repair_rounds_the_new_failure_is_listed_and_nothing_is_added(tmp_path: Path) -> None:
+    workers = Workers()
+    plan = Plan(
+        goal="g",
+        tasks=(
+            Task(
+                id="T1",
+                title="Add build.py",
+                verify="mkdir -p build && touch build/stamp && python -m pytest -q test_build.py",
+            ),
+        ),
+    )
+    settings: dict[str, Any] = {
+        "fleet.workers": 1, "gate.rounds": 1, "commands.test": "python -m pytest -q",
+        "fleet.final_repair_rounds": 0,
+    }  # fmt: skip
+    with FakeServer(workers) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = asyncio.run(
+            run_fleet(
+                plan, repo=_repo(tmp_path / "repo"), root=tmp_path / "run", run="r",
+                model=make_model(f"openai:w@{server.openai_base_url}", env={}), store=store,
+                runner=Runner.unsandboxed(ENV), settings=Settings.of(settings),
+            )
+        )  # fmt: skip
+    assert set(result.states) == {"T1"} and result.final is not None
+    assert result.final.new == ["test_build.py::test_the_stamp_is_there"] and not result.final.repair
+    assert (
+        "NEW failures (they passed at base): test_build.py::test_the_stamp_is_there"
+        in summary(result.final)[1]
+    )
