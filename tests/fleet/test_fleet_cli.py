@@ -81,7 +81,10 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     status = hilbert("status", cwd=tmp_path)
     head, *rest = status.stdout.strip().splitlines()  # the run's line and its details, then the agents
     agents = [line for line in rest if not line.startswith("  ")]
-    assert f"  final check: the whole suite (`python -m pytest -q`) on a clean checkout of {tip[:12]}: green" in rest
+    assert (
+        f"  final check: the whole suite (`python -m pytest -q`) on a clean checkout of {tip[:12]}: green"
+        in rest
+    )
     assert status.returncode == 0 and head.startswith("run ") and f": {n} tasks ({n} done)" in head, head
     assert len(agents) >= n and all(" T" in line and " done " in line for line in agents), agents
     # the fake model has no price: said as the run starts, and its spend shows as $?, not $0.0000
