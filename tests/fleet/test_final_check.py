@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fleet_support import ENV, commit_all
 
 from hilbert.commands import Runner
+from hilbert.fleet.crash import Crashes
 from hilbert.fleet.final_check import EXIT, Findings, Suite, compare, summary
+from hilbert.fleet.outcomes import FleetResult
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
 from hilbert.models import make_model
@@ -99,35 +104,56 @@ def _repo(path: Path) -> Path:
     return path
 
 
-def test_a_failure_only_a_clean_checkout_shows_becomes_a_repair_task_and_the_branch_ends_green(
-    tmp_path: Path,
-) -> None:
-    workers = Workers()
-    plan = Plan(
-        goal="add the build stamp",
-        tasks=(
-            Task(
-                id="T1",
-                title="Add build.py",
-                verify="mkdir -p build && touch build/stamp && python -m pytest -q test_build.py",
-            ),
+PLAN = Plan(
+    goal="add the build stamp",
+    tasks=(
+        Task(
+            id="T1",
+            title="Add build.py",
+            verify="mkdir -p build && touch build/stamp && python -m pytest -q test_build.py",
         ),
-    )
-    with FakeServer(workers) as server, EventStore.open(tmp_path / "log.db") as store:
-        result = asyncio.run(
+    ),
+)
+
+
+def fleet(tmp_path: Path, url: str, *, resume: bool = False, crash: str = "") -> FleetResult:
+    with EventStore.open(tmp_path / "log.db") as store:
+        return asyncio.run(
             run_fleet(
-                plan,
-                repo=_repo(tmp_path / "repo"),
+                None if resume else PLAN,
+                repo=None if resume else tmp_path / "repo",
                 root=tmp_path / "run",
                 run="r",
-                model=make_model(f"openai:w@{server.openai_base_url}", env={}),
+                model=make_model(f"openai:w@{url}", env={}),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
                 settings=Settings.of(
                     {"fleet.workers": 1, "gate.rounds": 1, "commands.test": "python -m pytest -q"}
                 ),
+                resume=resume,
+                crashes=Crashes(crash),
             )
         )
+
+
+@pytest.mark.parametrize("killed", [False, True], ids=["whole", "killed-after-the-check"])
+def test_a_failure_only_a_clean_checkout_shows_becomes_a_repair_task_and_the_branch_ends_green(
+    tmp_path: Path, killed: bool
+) -> None:
+    """Killed right after the check that found the failure, the resumed run still repairs it."""
+    workers = Workers()
+    _repo(tmp_path / "repo")
+    with FakeServer(workers) as server:
+        if killed:  # in a process of its own: the crash point SIGKILLs it
+            here, url = str(Path(__file__).parent), server.openai_base_url
+            child = (
+                f"import sys, pathlib; sys.path[:0] = [{here!r}]; from test_final_check import fleet; "
+                f"fleet(pathlib.Path({str(tmp_path)!r}), {url!r}, crash='final_checked:1')"
+            )
+            died = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+            assert died.returncode == -9, died.stderr[-2000:]
+        result = fleet(tmp_path, server.openai_base_url, resume=killed)
+    with EventStore.open(tmp_path / "log.db") as store:
         checks = [e.data for e in store.events(run="r", kinds=["final_checked"])]
         bases = [e.data for e in store.events(run="r", kinds=["final_base"])]
     # at base only the old test fails; it is listed, never a task

@@ -52,11 +52,24 @@ def test_a_task_nobody_can_finish_needs_you_and_retry_with_an_edit_merges_it(tmp
         # a task that does not need the person is refused in one line
         done_task = hilbert("retry", run, "T9", cwd=tmp_path)
         assert done_task.returncode == 2 and "has no task 'T9'" in done_task.stderr, done_task.stderr
-        # the person fixes the verify command in their editor; the run goes on and merges it
+        # the person fixes the verify command in their editor; a model that is not there refuses the
+        # resume in one line, and the retry asked again (with the run's model) goes on and merges it
         fix = f"sed -i 's#{wrong}#{test_file}#'"
-        retried = hilbert("retry", run, "T1", "--edit", cwd=tmp_path, editor=fix)
+        gone = hilbert(
+            "retry",
+            run,
+            "T1",
+            "--edit",
+            "--model",
+            "openai:x@http://127.0.0.1:9/v1",
+            cwd=tmp_path,
+            editor=fix,
+        )
+        assert gone.returncode == 2 and "does not answer" in gone.stderr, gone.stderr + gone.stdout[-2000:]
+        retried = hilbert("retry", run, "T1", cwd=tmp_path)
         assert retried.returncode == 0, retried.stderr + retried.stdout[-3000:]
-    assert f"T1 reopened as you edited it; run {run} goes on:" in retried.stdout
+    assert f"T1 reopened as you edited it; run {run} goes on:" in gone.stdout
+    assert f"T1 is reopened already; run {run} goes on:" in retried.stdout
     # the resumed run prints what it does now, not the first run's events again
     assert f"(its earlier events: hilbert log --run {run})" in retried.stdout
     assert "fleet started" not in retried.stdout and "T1 → needs you" in ran.stdout

@@ -92,6 +92,7 @@ class FleetResumed(FleetEvent):
     killed: list[int] = field(
         default_factory=list
     )  # the dead run's processes, killed before anything restarted
+    into: str = ""  # `--into BRANCH` given to this resume ("": as before)
 
 
 @kind("fleet_interrupted")
@@ -441,6 +442,7 @@ class FinalChecked(FleetEvent):  # ... and at the tip, on a clean checkout: what
     gathered: bool = False
     output: str = ""
     repair: str = ""  # the repair task it added ("": none)
+    repair_task: dict[str, Any] = field(default_factory=dict)  # ... as the plan holds it (the fold adds it)
     error: str = ""  # a harness step failed: nothing was compared
 
 

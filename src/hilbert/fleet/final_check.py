@@ -65,27 +65,34 @@ def compare(base: Suite, tip: Suite, again: Suite | None) -> Findings:
     """What failed at the tip, sorted into new, flaky (`again`: the tip's second run, None if it was
     not run: then nothing is flaky) and pre-existing (failing at base too)."""
     at_base = set(base.failing)
-    if EXIT in at_base and not base.gathered:  # base red with nothing named: every failure may be old
+    if (
+        EXIT in at_base
+    ):  # base red with no test to blame (no pytest, a collection error): nothing is known new
         return Findings(preexisting=tip.failing)
     preexisting = tuple(t for t in tip.failing if t in at_base)
     suspects = [t for t in tip.failing if t not in at_base]
-    failing_again = set(again.failing) if again is not None else set(suspects)
+    ended_early = again is None or not (again.ok or again.gathered)  # not run again, or it did not finish
+    failing_again = set(suspects) if ended_early or again is None else set(again.failing)
     new = tuple(t for t in suspects if t in failing_again)
     flaky = tuple(t for t in suspects if t not in failing_again)
     return Findings(new, flaky, preexisting)
 
 
-def repair_task(plan: Plan, round_: int, new: Sequence[str], command: str, output: str) -> Task:
-    """The task that makes the new failures pass again: its verify runs those tests (with pytest's node
-    ids when the command is pytest's; else the whole command, which passed at base)."""
+def repair_task(plan: Plan, round_: int, new: Sequence[str], command: str, output: str) -> Task | None:
+    """The task that makes the new failures pass again, or None when no verify could show it: its verify
+    runs those tests by node id (`python -m pytest -q ID...`, from the tree's root, whatever the test
+    command is); without ids (a command without pytest, which passed at base) the whole command."""
     ids = [t for t in new if t != EXIT]
-    verify = command
-    if ids and "pytest" in command and len(ids) <= 50:
-        verify = f"{command} {' '.join(shlex.quote(t) for t in ids)}"
+    if ids:
+        verify = "python -m pytest -q " + " ".join(shlex.quote(t) for t in ids[:50])
+    elif EXIT in new:
+        verify = command
+    else:
+        return None
     taken = {t.id for t in plan.tasks}
-    task_id = next(
-        f"{REPAIR}-{n}" for n in range(round_, round_ + len(taken) + 1) if f"{REPAIR}-{n}" not in taken
-    )
+    task_id = f"{REPAIR}-{round_}"
+    while task_id in taken:
+        task_id += "x"
     fenced = output.replace("```", "'''")
     listed = "\n".join(f"- `{t}`" for t in new[:50]) + (
         f"\n- … {len(new) - 50} more" if len(new) > 50 else ""
@@ -144,23 +151,15 @@ class FinalCheck:
         repair = None
         if found.new and repairs < ctx.settings.fleet.final_repair_rounds:
             repair = repair_task(state.plan, round_, found.new, command, (again or first).output)
-        events.append(
+        events.append(  # one event: a run killed after it still has its repair task (the fold adds it)
             ev.FinalChecked(
                 round=round_, base=state.started.base, tip=tip, command=command,
                 new=list(found.new), flaky=list(found.flaky), preexisting=list(found.preexisting),
                 gathered=first.gathered, output=(again or first).output if found.new else "",
                 repair=repair.id if repair else "",
+                repair_task=repair.model_dump(mode="json") if repair else {},
             )
         )  # fmt: skip
-        if repair is not None:
-            plan = state.plan.model_copy(update={"tasks": (*state.plan.tasks, repair)})
-            events.append(
-                ev.PlanChanged(
-                    tasks=[t.id for t in plan.tasks],
-                    added=[repair.model_dump(mode="json")],
-                    plan=plan.model_dump(mode="json"),
-                )
-            )
         return events
 
     def settled(self, finished: asyncio.Task[list[ev.FleetEvent]]) -> list[ev.FleetEvent]:

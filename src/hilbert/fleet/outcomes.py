@@ -46,7 +46,9 @@ class FleetResult:
 
     @property
     def all_done(self) -> bool:
-        return all(state.status == "done" for state in self.states.values())
+        """Every task merged, and the last final check found nothing new failing (`hilbert run` exits 0)."""
+        green = self.final is None or not (self.final.new or self.final.error)
+        return green and all(state.status == "done" for state in self.states.values())
 
 
 def changed(state: TaskState, status: Status | None = None) -> TaskStateChanged:

@@ -21,23 +21,32 @@ from hilbert.fleet.inbox import EVERYONE, LEAD
 from hilbert.fleet.state import FleetState
 
 
-def needs_you(state: FleetState, *, lead: bool, same_model: bool, sessions_left: bool) -> list[FleetEvent]:
+def needs_you(
+    state: FleetState, *, lead: bool, same_model: bool, sessions_left: bool, stopping: bool = False
+) -> list[FleetEvent]:
     """The events that hand every escalated task no lead will answer to the person. `lead`: the run
-    has a lead model; `same_model`: it is the workers'; `sessions_left`: the lead may start another."""
-    if state.lead_open is not None and not (state.stops & {LEAD, EVERYONE}):
-        asked = set(state.lead_open)  # a session is working on these now
-    else:
-        asked = set()
+    has a lead model; `same_model`: it is the workers'; `sessions_left`: the lead may start another;
+    `stopping`: the run stops (the person's stop, the cost cap), so no lead starts."""
+    stopped_lead = bool(state.stops & {LEAD, EVERYONE})
+    asked = set(state.lead_open or ()) if not stopped_lead else set()  # a session works on these now
     nobody = (
         "the run has no lead model"
         if not lead
         else "the lead runs on the workers' model, which already failed at it"
         if same_model
         else "the lead was stopped"
-        if state.stops & {LEAD, EVERYONE}
+        if stopped_lead
+        else "the run is stopping (stopped, or its cost cap is spent)"
+        if stopping
         else "the lead has no sessions left"
         if not sessions_left
         else ""
+    )
+    answer = state.lead_answer
+    gave_up = (
+        f"the lead's session failed ({answer.error})"
+        if answer is not None and answer.error
+        else "the lead was asked and left it escalated"
     )
     events: list[FleetEvent] = []
     for task_id, task_state in state.states.items():
@@ -46,7 +55,7 @@ def needs_you(state: FleetState, *, lead: bool, same_model: bool, sessions_left:
         if task_id in state.stopped:
             why = "it was stopped"
         elif task_id in state.shown:
-            why = "the lead was asked and left it escalated"
+            why = gave_up
         elif nobody:
             why = nobody
         else:

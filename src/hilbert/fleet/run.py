@@ -140,10 +140,11 @@ class _Driver:
         interrupted = False
         try:
             while True:  # until nothing runs and nothing can start
-                self.record(self.to_person(ctx.fold.catch_up()))  # escalations no lead will answer
+                state = ctx.fold.catch_up()
+                stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
+                self.record(self.to_person(state, stopping))  # escalations no lead will answer
                 state = ctx.fold.catch_up()
                 assert state.plan is not None
-                stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
                 paused = self.disk.full  # nothing new starts on a full disk; what runs goes on
                 conflicted = [  # wait for the merge queue (not for a held candidate: that may wait long)
                     t for t, w in state.current.items() if state.attempts[w].landed == "conflict"
@@ -239,13 +240,14 @@ class _Driver:
         if outcome.candidate is not None and task_id not in self.ctx.state.held:  # held: a peer's message
             self.queue.submit(Candidate(task_id, outcome.candidate, task.verify))
 
-    def to_person(self, state: FleetState) -> list[FleetEvent]:
+    def to_person(self, state: FleetState, stopping: bool) -> list[FleetEvent]:
         models, fleet = self.ctx.models, self.ctx.settings.fleet
         return needs_you(
             state,
             lead=models.lead is not None,
             same_model=models.lead is not None and models.lead.name == models.worker.name,
             sessions_left=state.lead_sessions < fleet.lead_sessions,
+            stopping=stopping,
         )
 
     def release(self, task_id: str) -> None:

@@ -207,6 +207,7 @@ async def open_run(
                     changed=changed,
                     settings=now,
                     killed=killed,
+                    into=into or "",
                 )
             )
             pending, resuming = await _reconcile(ctx)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hilbert.fleet import events as ev
-from hilbert.fleet.inbox import LEAD
+from hilbert.fleet.inbox import EVERYONE, LEAD
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Usage
@@ -114,10 +114,12 @@ class FleetState:
     shown: set[str] = field(default_factory=set)  # escalations and SHOWN_HELD + P3 a lead was given
     stopped: set[str] = field(default_factory=set)  # stopped by the person or the cost cap
     needs_you: dict[str, ev.TaskNeedsYou] = field(default_factory=dict)  # task -> why the person decides
+    retried: set[str] = field(default_factory=set)  # reopened by `hilbert retry`, not started since
     lead_sessions: int = 0
     lead_open: list[str] | None = None  # the tasks of a lead session that has not answered
     lead_read: int = 0  # the last message delivered to a lead session that answered
     lead_answered_at: int = 0  # the id of that session's `lead_answered`
+    lead_answer: ev.LeadAnswered | None = None  # ... and the event itself
     queue: dict[str, str] = field(default_factory=dict)  # task -> candidate ref waiting to merge
     held: dict[str, str] = field(default_factory=dict)  # task -> a tainted candidate waiting for a decision
     held_as: dict[str, str] = field(default_factory=dict)  # its `merge` proposal's id -> task
@@ -143,6 +145,12 @@ class FleetState:
         for resumed in self.resumed:
             now.update(resumed.settings)
         return now
+
+    @property
+    def into(self) -> str | None:
+        """The person's branch the result goes to (`--into`, the latest given), None: hilbert/<run>."""
+        given = [self.started.into if self.started else "", *(r.into for r in self.resumed)]
+        return next((branch for branch in reversed(given) if branch), None)
 
     def task(self, task_id: str) -> Task:
         """The plan's task `task_id` (the plan as the lead last changed it)."""
@@ -330,12 +338,15 @@ def _task_state(state: FleetState, e: ev.TaskStateChanged) -> None:
     state.states[e.task] = TaskState(e.task, e.status, e.attempts, e.worker, e.reopened)  # type: ignore[arg-type]
     if e.status != "escalated":
         state.shown.discard(e.task)  # escalated again later, the lead hears of it again
+    if e.status != "needs_you":
+        state.needs_you.pop(e.task, None)  # the lead or the person moved it on: that reason is old
     if e.status != "verifying":
         state.queue.pop(e.task, None)
         state.held.pop(e.task, None)
 
 
 def _task_started(state: FleetState, e: ev.TaskStarted) -> None:
+    state.retried.discard(e.task)
     attempt = AttemptView(e.task, e.worker, e.worker_id, e.base, e.workspace, joined=state.last_id)
     state.attempts[e.worker] = attempt
     state.current[e.task] = e.worker
@@ -435,7 +446,7 @@ def _consulted(state: FleetState, e: ev.LeadConsulted) -> None:
 
 
 def _answered(state: FleetState, e: ev.LeadAnswered) -> None:
-    state.lead_open = None
+    state.lead_open, state.lead_answer = None, e
     lead = state.agents.get(LEAD)
     state.lead_read = lead.delivered if lead else state.lead_read
     state.lead_answered_at = state.last_id
@@ -453,8 +464,12 @@ def _plan_changed(state: FleetState, e: ev.PlanChanged) -> None:
 def _final(state: FleetState, e: ev.FinalBase | ev.FinalChecked) -> None:
     if isinstance(e, ev.FinalBase):
         state.final_base = e
-    else:
-        state.final_checks.append(e)
+        return
+    state.final_checks.append(e)
+    if e.repair_task and state.plan is not None and e.repair not in state.states:  # its repair task
+        task = Task.model_validate(e.repair_task)
+        state.plan = state.plan.model_copy(update={"tasks": (*state.plan.tasks, task)})
+        state.states[task.id] = TaskState(task.id)
 
 
 def _needs_you(state: FleetState, e: ev.TaskNeedsYou) -> None:
@@ -467,6 +482,8 @@ def _retry_asked(state: FleetState, e: ev.TaskRetryAsked) -> None:
     before = state.states.get(e.task)
     if state.plan is None or before is None or before.status not in RETRYABLE:
         return
+    if before.status == "escalated" and e.task in (state.lead_open or ()):
+        return  # a lead session is deciding it now
     if e.edited:
         try:
             edited = Task.model_validate({**e.edited, "id": e.task})
@@ -480,6 +497,8 @@ def _retry_asked(state: FleetState, e: ev.TaskRetryAsked) -> None:
     state.shown.discard(e.task)
     state.needs_you.pop(e.task, None)
     state.finished = None  # a run that had ended has work again: it is resumed for it
+    state.stops.discard(EVERYONE)  # the person's stop of the whole run: they asked it to go on
+    state.retried.add(e.task)
 
 
 def _stop(state: FleetState, e: ev.StopRequested) -> None:

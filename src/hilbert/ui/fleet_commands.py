@@ -336,7 +336,7 @@ async def resume_command(
     assert state.plan is not None
     settings = inherit(settings, state.settings)
     root = Path(state.started.integration).parent
-    into = into or state.started.into or None  # as the run was started (`--into`), unless given now
+    into = into or state.into  # as the run was given it (`--into`), unless given now
     if into is not None:
         await check_into(settings, Path(state.started.repo), into)
     return await _drive(

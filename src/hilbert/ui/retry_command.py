@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -19,7 +20,9 @@ from hilbert.errors import UserError
 from hilbert.fleet.events import TaskRetryAsked
 from hilbert.fleet.inbox import PERSON
 from hilbert.fleet.plan import Plan, Task, parse_plan, write_plan
+from hilbert.fleet.setup import inherit
 from hilbert.fleet.state import RETRYABLE, FleetState, Fold
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.ui.config_command import load_settings
 
@@ -32,28 +35,66 @@ EDIT_NOTE = "<!-- Change the task below, save and close. Its id and dependencies
 @click.option(
     "--edit", is_flag=True, help="Change the task first (title, verify, description...) in $EDITOR."
 )
+@click.option("--model", "-m", help="The workers' model from now on (default: the run's).")
+@click.option("--lead-model", help="The lead's model from now on (default: the run's).")
+@click.option("--max-cost", "run_cost", type=float, help="The run's cost cap (USD) from now on.")
+@click.option("--into", metavar="BRANCH", help="The branch of your repository the result goes to.")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), help="Event log file.")
 @click.option("--unsandboxed", is_flag=True, default=None, help="As `hilbert run --unsandboxed`.")
-def retry(run_id: str, task_id: str, edit: bool, db: Path | None, unsandboxed: bool | None) -> None:
+def retry(run_id: str, task_id: str, edit: bool, into: str | None, **options: Any) -> None:
     """Reopen TASK of RUN with fresh attempts: one that needs you (the lead gave up, or there was none
     to ask), or that was marked impossible. A run that has ended goes on (resumed here)."""
-    settings = load_settings(db=db, unsandboxed=unsandboxed)
+    settings = load_settings(**options)
     if not settings.db_path.exists():
         raise UserError(f"no event log at {settings.db_path}", hint="pass --db, the log the run wrote")
     with EventStore.open(settings.db_path) as store:
         state = Fold(store, run_id).catch_up()
         task = _retryable(state, run_id, task_id)
-        edited = _edited(state, task) if edit else None
-        store.append(
-            run_id, PERSON, TaskRetryAsked.kind, TaskRetryAsked(task=task.id, edited=edited or {}).data()
-        )
         live = state.process_alive()
-    changed = " as you edited it" if edited else ""
-    if live:
-        click.echo(f"{task.id} reopened{changed} (run {run_id}); the running fleet starts it within seconds")
-        return
+        if task.id in state.retried and state.states[task.id].status == "pending":
+            if live:  # asked already, and the run will start it
+                click.echo(f"{task.id} is reopened already (run {run_id}); the running fleet starts it")
+                return
+            click.echo(f"{task.id} is reopened already; run {run_id} goes on:")
+            _resume(settings, run_id, into)
+        _affordable(state, inherit(settings, state.settings), run_id)
+        edited = _edited(state, task) if edit else None
+        asked = TaskRetryAsked(task=task.id, edited=edited or {})
+        written = store.append(run_id, PERSON, asked.kind, asked.data())
+        changed = " as you edited it" if edited else ""
+        if live and _picked_up(store, run_id, task.id, written.id):
+            click.echo(f"{task.id} reopened{changed} (run {run_id}); the running fleet starts it")
+            return
     click.echo(f"{task.id} reopened{changed}; run {run_id} goes on:")
-    _resume(settings, run_id)
+    _resume(settings, run_id, into)
+
+
+def _picked_up(store: EventStore, run: str, task: str, asked: int, wait_s: float = 15.0) -> bool:
+    """Whether the live run takes the reopened task: it starts it, or is still running after `wait_s`.
+    False when it ended meanwhile (it may have been leaving its loop as the request came): then this
+    command resumes it."""
+    fold = Fold(store, run)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        state = fold.catch_up()
+        if task not in state.retried:
+            return True
+        if state.process_alive() is False or any(
+            e.id > asked for e in store.events(run=run, kinds=["fleet_finished"])
+        ):
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _affordable(state: FleetState, settings: Settings, run: str) -> None:
+    """Refuse a retry the run's cost cap would stop at once."""
+    cap = settings.fleet.max_cost_usd
+    if state.spent_usd >= cap:
+        raise UserError(
+            f"run {run} has spent ${state.spent_usd:.2f} of its ${cap:g} cost cap: a retry would stop now",
+            hint="raise the cap for the rest of the run with --max-cost USD",
+        )
 
 
 def _retryable(state: FleetState, run: str, task_id: str) -> Task:
@@ -66,6 +107,8 @@ def _retryable(state: FleetState, run: str, task_id: str) -> Task:
             hint=f"its tasks: {', '.join(t.id for t in state.plan.tasks)}",
         )
     status = state.states[task.id].status
+    if status == "pending" and task.id in state.retried:
+        return task  # reopened already: its resume had not started (a refused model, a live run ending)
     if status not in RETRYABLE:
         raise UserError(
             f"{task.id} is {status.replace('_', ' ')}: only a task that needs you, or is escalated or "
@@ -93,10 +136,11 @@ def _edited(state: FleetState, task: Task) -> dict[str, Any] | None:
     return plan.tasks[0].model_copy(update={"depends_on": task.depends_on}).model_dump(mode="json")
 
 
-def _resume(settings: Any, run: str) -> None:
+def _resume(settings: Settings, run: str, into: str | None) -> NoReturn:
+    """Go on with the run that had ended, here in the foreground, as `hilbert run --resume RUN`."""
     from hilbert.ui.edge import command_runner
     from hilbert.ui.fleet_commands import resume_command
 
     runner = command_runner(settings)
-    resumed = asyncio.run(resume_command(settings, run, None, runner=runner))
+    resumed = asyncio.run(resume_command(settings, run, None, runner=runner, into=into))
     sys.exit(0 if resumed is None or resumed.all_done else 1)
