@@ -7,15 +7,28 @@ can pass it, and the lead is the workers' own model (no --lead-model), which alr
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import sys
 from pathlib import Path
 
-from fleet_support import commit_all
+from fleet_support import ENV, commit_all, readme_repo
+from test_authority import GO_ON, Workers, first, worker_of
 
 from cli_support import run_cli
-from hilbert.commands import command_env
+from hilbert.commands import Runner, command_env
+from hilbert.fleet.inbox import PERSON, send
+from hilbert.fleet.outcomes import FleetResult
+from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.run import run_fleet
+from hilbert.models import make_model
+from hilbert.models.types import ToolCall
+from hilbert.security.envelope import MessageKey
+from hilbert.settings import Settings
 from hilbert.sim.sample import generate_sample_project
+from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.fake_server.responder import Conversation, Reply
 
 
 def hilbert(*args: str, cwd: Path, editor: str = "false") -> subprocess.CompletedProcess[str]:
@@ -77,3 +90,73 @@ def test_a_task_nobody_can_finish_needs_you_and_retry_with_an_edit_merges_it(tmp
     assert f"the result is the branch hilbert/{run} in your repository" in retried.stdout
     again = hilbert("retry", run, "T1", cwd=tmp_path)
     assert again.returncode == 2 and "T1 is done: only a task that needs you" in again.stderr, again.stderr
+
+
+class OnceIdle(Workers):
+    """T1's first worker claims done without doing anything (its check cannot pass); a later one
+    writes T1.txt. T2's worker waits for the person's "go on" (so the run is live throughout)."""
+
+    def __init__(self) -> None:
+        super().__init__(ask=False)
+        self.t1_workers: set[str] = set()
+
+    def reply(self, conversation: Conversation) -> Reply:
+        brief = next(m.content for m in conversation.messages if m.role == "user")
+        if "Task T1:" in brief:
+            self.t1_workers.add(conversation.messages[0].content)  # each attempt: a worker of its own
+            if len(self.t1_workers) > 1:
+                turn = sum(1 for m in conversation.messages if m.role == "assistant")
+                tool, arguments = (
+                    ("write_file", {"path": "T1.txt", "content": "1\n"})
+                    if turn == 0
+                    else ("finish", {"claim": "done", "evidence": "T1.txt"})
+                )
+                return Reply(tool_calls=(ToolCall(f"c1_{turn}", tool, arguments),))
+        return super().reply(conversation)
+
+
+def test_a_live_run_takes_a_retried_task_within_seconds(tmp_path: Path) -> None:
+    plan = Plan(
+        goal="g",
+        tasks=(
+            Task(id="T1", title="write T1.txt", verify="test -f T1.txt"),
+            Task(id="T2", title="wait for the person", verify="test -f two.txt"),
+        ),
+    )
+
+    async def scenario(store: EventStore, workers: FakeServer) -> FleetResult:
+        running = asyncio.create_task(
+            run_fleet(
+                plan, repo=readme_repo(tmp_path / "repo"), root=tmp_path / "run", run="r",
+                model=make_model(f"openai:w@{workers.openai_base_url}", env={}), store=store,
+                runner=Runner.unsandboxed(ENV),
+                settings=Settings.of({"fleet.workers": 2, "fleet.max_attempts": 1, "gate.rounds": 1,
+                                      "budgets.max_turns": 600, "commands.test": "true"}),
+            )
+        )  # fmt: skip
+        await first(store, "task_needs_you", running, lambda d: d["task"] == "T1")
+        code, out, err = await cli_in_run(tmp_path, "retry", "r", "T1")
+        assert code == 0 and "T1 reopened (run r); the running fleet starts it" in out, out + err
+        await first(store, "merged", running, lambda d: d["task"] == "T1")
+        send(
+            store, "r", worker_of(store, "T2"), GO_ON, sender=PERSON, key=MessageKey.for_run(tmp_path / "run")
+        )
+        return await running
+
+    async def main() -> FleetResult:
+        with FakeServer(OnceIdle()) as workers, EventStore.open(tmp_path / "log.db") as store:
+            return await scenario(store, workers)
+
+    result = asyncio.run(main())
+    assert result.all_done and result.states["T1"].reopened == 1, result.states
+
+
+async def cli_in_run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """`hilbert ARGS --db LOG` in its own process, without blocking the running fleet."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hilbert.ui.cli", *args, "--db", str(tmp_path / "log.db"),
+        env={**ENV, "HILBERT_HOME": str(tmp_path / "home")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    return process.returncode or 0, out.decode(), err.decode()
