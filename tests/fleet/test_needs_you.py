@@ -57,6 +57,7 @@ def test_a_task_nobody_can_finish_needs_you_and_retry_with_an_edit_merges_it(tmp
         out = ran.stdout
         assert "  T1: needs you" in out and "what needs you:" in out, out[-3000:]
         assert "T1 needs you: the lead runs on the workers' model, which already failed at it" in out
+        assert "escalations go to you, not the lead: it runs on the workers' model" in out
         assert "its last attempt: " in out and wrong in out.split("its last attempt: ", 1)[1].splitlines()[0]
         assert f"hilbert retry {run} T1  (--edit to change the task first)" in out
         assert "no task merged: nothing was written to your repository" in out

@@ -383,6 +383,10 @@ async def _drive(
             f"{settings.fleet.workers} workers on {model.name}, the lead on {lead_model.name} "
             f"(log: {settings.db_path})"
         )
+        if lead_model.name == model.name:  # `hilbert.fleet.person`: the model that failed is not asked again
+            echo(
+                "escalations go to you, not the lead: it runs on the workers' model (--lead-model to change)"
+            )
         echo(f"workers' commands: {runner.describe()}")
         echo(
             f"merge checks: each task's verify, then the project's tests `{settings.commands.test}`; "
