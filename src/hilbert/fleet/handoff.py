@@ -117,7 +117,7 @@ async def describe(store: EventStore, state: FleetState, integration: Path, git:
     lines += ["", *(f"- {line.strip()}" if n else line for n, line in enumerate(final))] if final else []
     for task in state.plan.tasks:
         status = state.states[task.id].status if task.id in state.states else "pending"
-        lines += ["", f"## {task.id} — {task.title} ({status})"]
+        lines += ["", f"## {task.id} — {task.title} ({status.replace('_', ' ')})"]
         if task.id not in state.merged:
             continue
         done = [v for v in verdicts if v.data.get("task") == task.id and v.data.get("verdict") == "done"]
