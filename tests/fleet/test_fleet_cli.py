@@ -427,7 +427,7 @@ def test_runs_lists_each_run_and_commands_refuse_to_guess_between_two_live_ones(
     listed = hilbert("runs", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.strip().splitlines()
-    assert header.split() == ["RUN", "STATE", "AGE", "DONE", "REPOSITORY"]
+    assert header.split() == ["RUN", "STATE", "AGE", "DONE", "NEEDS", "YOU", "REPOSITORY"]
     assert [row.split()[:2] for row in rows] == [
         ["run-a", "live"],
         ["run-b", "live"],

@@ -61,6 +61,9 @@ def test_a_task_nobody_can_finish_needs_you_and_retry_with_an_edit_merges_it(tmp
         assert "its last attempt: " in out and wrong in out.split("its last attempt: ", 1)[1].splitlines()[0]
         assert f"hilbert retry {run} T1  (--edit to change the task first)" in out
         assert "no task merged: nothing was written to your repository" in out
+        listed = hilbert("runs", cwd=tmp_path)
+        row = listed.stdout.splitlines()[1].split()  # RUN STATE AGE DONE NEEDS-YOU REPOSITORY
+        assert row[:2] == [run, "finished"] and row[3:5] == ["0/1", "T1"], listed.stdout
         status = hilbert("status", "--run", run, cwd=tmp_path)
         assert "1 needs you" in status.stdout and f"hilbert retry {run} T1" in status.stdout, status.stdout
         # a task that does not need the person is refused in one line

@@ -44,14 +44,15 @@ def run_label(state: FleetState) -> str:
 def runs_table(states: list[FleetState], started_at: dict[str, float], now: float | None = None) -> list[str]:
     """`hilbert runs`: one line per fleet run, oldest first — id, state, age, tasks done, repository."""
     now = time.time() if now is None else now
-    lines = [f"{'RUN':<30} {'STATE':<12} {'AGE':>6}  {'DONE':<7} REPOSITORY"]
+    lines = [f"{'RUN':<30} {'STATE':<12} {'AGE':>6}  {'DONE':<7} {'NEEDS YOU':<10} REPOSITORY"]
     for state in states:
         assert state.started is not None
         done = sum(s.status == "done" for s in state.states.values())
+        yours = [t for t, s in state.states.items() if s.status == "needs_you"]
         label = run_label(state) + (f" {state.pid}" if run_label(state) == "live" else "")
         lines.append(
             f"{state.run:<30} {label:<12} {_age(now - started_at.get(state.run, now)):>6}  "
-            f"{f'{done}/{len(state.states)}':<7} {state.started.repo}"
+            f"{f'{done}/{len(state.states)}':<7} {','.join(yours) or '-':<10} {state.started.repo}"
         )
     return lines
 
