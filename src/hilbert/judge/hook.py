@@ -29,10 +29,18 @@ as a round, an error included: at most `max_rounds` blocks, then the stop is all
 the agent still gates its final work. An error is one line on stderr with exit status 2, which Claude
 Code treats as a block with that line as the reason (the gate fails closed within the same bound). The
 line never says `No such file` or `can't open` (`as_block`): Claude Code reads such an exit 2 as a hook
-script gone missing, lets the agent stop and reports "Stop hook error". Claude Code also labels every
-block of a Stop hook "Stop hook error" in its interface (2.1.197; anthropics/claude-code#12667): that
-label is its word for the block, not a failure of the hook. A task the judge calls impossible is not
-blocked: the agent may stop, and the note says why.
+script gone missing, lets the agent stop and reports "Stop hook error". A task the judge calls
+impossible is not blocked: the agent may stop, and the note says why.
+
+How the agent is sent back depends on who runs it. Claude Code files every `{"decision": "block"}` of a
+Stop hook among its hook errors and shows "Stop hook error occurred" (anthropics/claude-code#12667;
+read in 2.1.197's own code: a blocking error is pushed to the list the notification is made from),
+while `{"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": REASON}}` re-invokes the
+model with the reason and raises no notification. So when the session's transcript
+(`transcript_path`) says it is a Claude Code version in `CONTEXT_VERSIONS` — seen here to go on after
+`additionalContext` and to count the next stop as `stop_hook_active` (tests/interop) — the reason goes
+as `additionalContext`; any other client (Codex, an older or newer Claude Code, no transcript) gets the
+block every Stop-hook client honours, so an unverified one is never let stop ungated.
 
 The repository is the folder holding the `.git` entry at or above `cwd` (found by the hook, not by
 git's discovery, so no `core.worktree` or `GIT_DIR` steers it), and every git call names its git dir
@@ -91,6 +99,7 @@ class HookInput:
     session_id: str
     cwd: Path
     stop_hook_active: bool
+    transcript: Path | None = None  # the client's session transcript (Claude Code's JSONL)
 
 
 @dataclass(frozen=True)
@@ -169,9 +178,43 @@ def read_hook_input(text: str) -> HookInput:
         raise UserError(f"the hook input is not JSON: {error}", hint=hint) from None
     if not isinstance(data, dict) or not isinstance(data.get("cwd"), str):
         raise UserError("the hook input has no `cwd`", hint=hint)
+    transcript = data.get("transcript_path")
     return HookInput(
-        str(data.get("session_id") or "default"), Path(data["cwd"]), data.get("stop_hook_active") is True
+        str(data.get("session_id") or "default"),
+        Path(data["cwd"]),
+        data.get("stop_hook_active") is True,
+        Path(transcript) if isinstance(transcript, str) and transcript else None,
     )
+
+
+CONTEXT_VERSIONS = frozenset({"2.1.197"})  # Claude Code versions verified to go on after additionalContext
+
+
+def claude_code_version(transcript: Path | None, lines: int = 200) -> str | None:
+    """The Claude Code version its session transcript names (a line with `sessionId` and `version`)."""
+    if transcript is None:
+        return None
+    try:
+        with transcript.open(errors="replace") as file:
+            for _, line in zip(range(lines), file, strict=False):
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    if (
+                        isinstance(entry, dict)
+                        and "sessionId" in entry
+                        and isinstance(entry.get("version"), str)
+                    ):
+                        return str(entry["version"])
+    except OSError:
+        return None
+    return None
+
+
+def send_back(hook: HookInput, reason: str) -> dict[str, Any]:
+    """The hook's output that keeps the agent working with `reason` (see the module docstring)."""
+    if claude_code_version(hook.transcript) in CONTEXT_VERSIONS:
+        return {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}}
+    return {"decision": "block", "reason": reason}
 
 
 PERSONS_CONFIG = {"GIT_CONFIG_GLOBAL": None, "HOME": os.environ.get("HOME")}  # their ignore rules apply
@@ -310,7 +353,7 @@ async def stop_hook(
         note = decision.reason if isinstance(decision, Halted) else "the gate passed; stop allowed"
         return HookAnswer(None, result, note)
     return HookAnswer(
-        {"decision": "block", "reason": defang(decision.text)},  # the agent reads it: no envelope in it
+        send_back(hook, defang(decision.text)),  # the agent reads it: no envelope in it
         result,
         f"sent back (round {used + 1} of {spec.max_rounds})",
     )

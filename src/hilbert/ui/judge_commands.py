@@ -192,7 +192,9 @@ def hook() -> None:
 )
 def hook_stop(gate_file: Path) -> None:
     """The Stop hook: read the hook's JSON on stdin, run the stop gate on the session's work tree,
-    print {"decision": "block", "reason": ...} while it is not done (up to max_rounds), else nothing."""
+    send the agent back with the gate's reasons while it is not done (up to max_rounds), else print
+    nothing: {"decision": "block", "reason": ...}, or Claude Code's additionalContext for a version seen
+    to go on after it (no "Stop hook error" then)."""
     from hilbert.judge.hook import as_block, read_gate_spec, read_hook_input
 
     try:
