@@ -1,6 +1,6 @@
 """hilbert's fake model server: a real HTTP server speaking Anthropic Messages, OpenAI Chat
 Completions and OpenAI Responses (streamed and not, tool calls, usage with a simulated prompt
-cache), answered by a pluggable `Responder`, with injectable faults and latency.
+cache), answered by a pluggable `Responder`, with injectable faults, latency and rate limits.
 
     responder.py               the Conversation → Reply contract (fixed)
     responders.py              the registry (`register`, `make_responder`) and the scripted / echo responders
@@ -8,6 +8,7 @@ cache), answered by a pluggable `Responder`, with injectable faults and latency.
     anthropic_wire.py, openai_chat_wire.py, openai_responses_wire.py   one protocol each
     usage.py                   token counting and the prompt cache
     faults.py                  fault and latency specs
+    ratelimit.py               rate limits (RPM, input/output TPM) per API key and model, and their headers
     streaming.py               paced / cut / hung ASGI responses
     recording.py               the JSONL request log
     app.py                     routing and the life of one request

@@ -1,9 +1,11 @@
 """The fake server's ASGI application: routing, and the life of one completion request.
 
-A completion request is read, parsed by its wire module into a `Conversation`, given at most one
-fault, answered by the responder, measured (tokens, simulated prompt cache), recorded, and rendered on
-the same protocol, streamed or not, paced by the latency spec. Routes accept both `/v1/...` and the
-bare path (some clients drop the `/v1`); query strings such as `?beta=true` are ignored.
+A completion request is read, parsed by its wire module into a `Conversation`, admitted or refused by
+the rate limits (if any: `ratelimit.py`, whose headers go on every response from then on), given at
+most one fault, answered by the responder, measured (tokens, simulated prompt cache), recorded, and
+rendered on the same protocol, streamed or not, paced by the latency spec. Routes accept both
+`/v1/...` and the bare path (some clients drop the `/v1`); query strings such as `?beta=true` are
+ignored.
 
     POST /v1/messages              Anthropic Messages
     POST /v1/messages/count_tokens Anthropic token count
@@ -36,6 +38,7 @@ import hilbert.testing.fake_server.anthropic_wire as anthropic_wire
 import hilbert.testing.fake_server.openai_chat_wire as openai_chat_wire
 import hilbert.testing.fake_server.openai_responses_wire as openai_responses_wire
 from hilbert.testing.fake_server.faults import FaultSpec, LatencySpec, corrupt_arguments
+from hilbert.testing.fake_server.ratelimit import RateLimiter, api_key
 from hilbert.testing.fake_server.recording import Recorder, reply_json, selected_headers, usage_json
 from hilbert.testing.fake_server.responder import Responder
 from hilbert.testing.fake_server.streaming import HangResponse, JSONBodyResponse, Lifecycle, SSEResponse
@@ -54,6 +57,10 @@ _FAULT_MESSAGES: dict[int | str, str] = {
     400: "prompt is too long: the input exceeds the maximum context length (fake server fault overflow).",
     "refused": "Your request was rejected by the safety system (fake server fault refused).",
 }
+_RATE_LIMITED = (
+    "Rate limit exceeded: {which} per minute for this API key and model (fake server --rate-limit);"
+    " retry after the Retry-After delay."
+)
 
 
 class FakeApp:
@@ -68,12 +75,14 @@ class FakeApp:
         seed: int,
         recorder: Recorder,
         cache: PromptCache | None = None,
+        rate_limits: RateLimiter | None = None,
     ) -> None:
         self.responder = responder
         self.faults = faults
         self.latency = latency
         self.recorder = recorder
         self.cache = cache or PromptCache()
+        self.rate_limits = rate_limits
         self.lifecycle = Lifecycle()
         self.models_seen: set[str] = set()
         self._fault_rng = random.Random(f"faults:{seed}")
@@ -166,13 +175,22 @@ class FakeApp:
         conversation = parsed.conversation
         self.models_seen.add(conversation.model)
         entry["stream"] = parsed.stream
+        who = (api_key(request.headers), conversation.model)
+        limits = self.rate_limits
+        if limits is not None:
+            refusal = limits.admit(who, len(prompt_tokens(conversation)))
+            if refusal is not None:
+                entry["fault"] = "rate_limit"
+                headers = limits.headers(who, wire.PROTOCOL, retry_after_s=refusal.wait_s)
+                message = _RATE_LIMITED.format(which=" and ".join(refusal.limits).replace("-", " "))
+                return self._error(entry, wire, 429, message, headers)
         fault = entry["fault"] = self.faults.draw(self._fault_rng)
         if fault in ("429", "500", "529", "401", "404", "overflow", "refused"):
             status = 400 if fault in ("overflow", "refused") else int(fault)
-            headers = None
+            headers = limits.headers(who, wire.PROTOCOL) if limits is not None else {}
             if status == 429:
                 delay = self.faults.retry_after_s
-                headers = {"retry-after": str(math.ceil(delay)), "retry-after-ms": str(round(delay * 1000))}
+                headers |= {"retry-after": str(math.ceil(delay)), "retry-after-ms": str(round(delay * 1000))}
             message = _FAULT_MESSAGES["refused" if fault == "refused" else status]
             return self._error(entry, wire, status, message, headers)
         if fault == "hang":
@@ -189,11 +207,15 @@ class FakeApp:
             )
             return self._error(entry, wire, 500, f"responder failed: {type(err).__name__}: {err}")
         usage = measure(self.cache, conversation, reply)
+        if limits is not None:
+            limits.settle(who, usage.output_tokens)
         entry["reply"], entry["usage"] = reply_json(reply), usage_json(usage)
         sent = corrupt_arguments(reply) if fault == "badjson" else reply
         pace = self.latency.draw(self._latency_rng)
         ids = Ids.new(wire.ID_PREFIX)
         headers = {"request-id": "req_" + ids.token, "x-request-id": "req_" + ids.token}
+        if limits is not None:
+            headers |= limits.headers(who, wire.PROTOCOL)
         self._record(entry, 200)
         truncate = fault == "truncate"
         if parsed.stream:

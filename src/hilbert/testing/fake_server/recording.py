@@ -4,7 +4,8 @@
 An entry holds: `time` (unix seconds), `method`, `path` (with query), `protocol` (`anthropic`,
 `openai-chat`, `openai-responses`, or null for other endpoints), `headers` (a few useful ones;
 credentials are recorded only as present: `***`), `body` (the parsed JSON, or the raw text if it was
-not JSON), `status` (null for a hung request), `stream`, `fault`, `reply` (what the responder gave, before
+not JSON), `status` (null for a hung request), `stream`, `fault` (the injected fault, or `rate_limit`
+when the rate limits refused it), `reply` (what the responder gave, before
 any fault changed it) and `usage`. An entry is written when the server starts to answer, before the
 client can see the end of the response, so a test that has its reply also has its entry.
 """

@@ -27,6 +27,7 @@ import uvicorn
 from hilbert.errors import UserError
 from hilbert.testing.fake_server.app import FakeApp
 from hilbert.testing.fake_server.faults import FaultSpec, LatencySpec
+from hilbert.testing.fake_server.ratelimit import RateLimiter, RateLimitSpec
 from hilbert.testing.fake_server.recording import Recorder
 from hilbert.testing.fake_server.responder import Responder
 from hilbert.testing.fake_server.responders import make_responder
@@ -73,13 +74,28 @@ def _listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _rate_limiter(rate_limit: str | RateLimitSpec | RateLimiter | None) -> RateLimiter | None:
+    if isinstance(rate_limit, RateLimiter):
+        return rate_limit
+    spec = rate_limit if isinstance(rate_limit, RateLimitSpec) else RateLimitSpec.parse(rate_limit)
+    return RateLimiter(spec) if spec is not None else None
+
+
 def _build_app(
-    responder: Responder | str, faults: Any, latency: Any, seed: int, recorder: Recorder
+    responder: Responder | str,
+    faults: Any,
+    latency: Any,
+    seed: int,
+    recorder: Recorder,
+    rate_limit: str | RateLimitSpec | RateLimiter | None = None,
 ) -> tuple[FakeApp, str]:
     chosen = make_responder(responder, seed=seed) if isinstance(responder, str) else responder
     fault_spec = faults if isinstance(faults, FaultSpec) else FaultSpec.parse(faults)
     latency_spec = latency if isinstance(latency, LatencySpec) else LatencySpec.parse(latency)
-    app = FakeApp(chosen, faults=fault_spec, latency=latency_spec, seed=seed, recorder=recorder)
+    limiter = _rate_limiter(rate_limit)
+    app = FakeApp(
+        chosen, faults=fault_spec, latency=latency_spec, seed=seed, recorder=recorder, rate_limits=limiter
+    )
     return app, responder if isinstance(responder, str) else getattr(
         responder, "name", type(responder).__name__
     )
@@ -131,7 +147,9 @@ class FakeServer:
             assert server.requests[0]["path"] == "/v1/chat/completions"
 
     `responder` is a Responder or a spec string (`scripted:file=...`); `faults` and `latency` are spec strings
-    (see faults.py); `record` a JSONL file to append to. Bad specs raise UserError here.
+    (see faults.py); `rate_limit` a spec string (`rpm=60,itpm=100000`, see ratelimit.py) or a `RateLimiter`
+    (to give it a clock of the test's own); `record` a JSONL file to append to. Bad specs raise UserError
+    here.
     """
 
     def __init__(
@@ -140,13 +158,16 @@ class FakeServer:
         *,
         faults: str | FaultSpec | None = None,
         latency: str | LatencySpec | None = None,
+        rate_limit: str | RateLimitSpec | RateLimiter | None = None,
         seed: int = 0,
         record: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self._recorder = Recorder(record, keep=True)
-        self.app, self.responder_name = _build_app(responder, faults, latency, seed, self._recorder)
+        self.app, self.responder_name = _build_app(
+            responder, faults, latency, seed, self._recorder, rate_limit
+        )
         self.host = host
         self.port = port
         self._thread: threading.Thread | None = None
@@ -227,17 +248,19 @@ def serve(
     responder: Responder | str,
     latency: str | None = None,
     faults: str | None = None,
+    rate_limit: str | None = None,
     seed: int = 0,
     record: str | Path | None = None,
     host: str = "127.0.0.1",
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM. Prints one line once listening."""
     recorder = Recorder(record, keep=False)
-    app, responder_name = _build_app(responder, faults, latency, seed, recorder)
+    app, responder_name = _build_app(responder, faults, latency, seed, recorder, rate_limit)
     _raise_open_files_limit()
     sock = _listen_socket(host, port)
     bound = sock.getsockname()[1]
-    extras = "".join(f" {k}={v}" for k, v in (("latency", latency), ("faults", faults)) if v)
+    named = (("latency", latency), ("faults", faults), ("rate_limit", rate_limit))
+    extras = "".join(f" {k}={v}" for k, v in named if v)
 
     def ready() -> None:
         print(
