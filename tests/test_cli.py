@@ -35,6 +35,7 @@ def hilbert(*args: str, cwd: Path | None = None, timeout: int = 120) -> subproce
         (["fake-server", "--port", "0", "--faults", "429=lots"], "fault"),
         (["fake-server", "--port", "0", "--policy", "psychic"], "unknown responder"),
         (["fake-server", "--port", "0", "--latency", "ttft=fast"], "latency"),
+        (["fake-server", "--port", "0", "--rate-limit", "rpm=fast"], "bad rate-limit rpm value"),
         (["fake-server", "--port", "99999"], "99999"),
         (["agent", "x", "--model", "openai:m@http://127.0.0.1:9/v1", "--db", "/proc/nope/x.db"], "folder"),
         (["log", "--db", "/etc/hostname"], "not"),

@@ -12,6 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import anthropic
+import pytest
+
+from hilbert.testing.fake_server.process import start_process
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
@@ -41,6 +44,21 @@ def test_serves_until_sigterm_and_records(tmp_path: Path) -> None:
         "/v1/models",
         "/v1/messages",
     ]
+
+
+def test_rate_limit_flag_answers_real_429s() -> None:
+    server, url = start_process("--responder", "echo", "--rate-limit", "rpm=1", env=ENV)
+    try:
+        with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
+            task = [{"role": "user", "content": "ping"}]
+            answer = client.messages.with_raw_response.create(model="m", max_tokens=50, messages=task)
+            with pytest.raises(anthropic.RateLimitError) as refused:
+                client.messages.create(model="m", max_tokens=50, messages=task)
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)  # waits, and closes its stdout pipe
+    assert answer.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    assert refused.value.response.headers["retry-after"] == "60"
 
 
 def test_bad_flags_exit_2_with_one_line() -> None:

@@ -73,6 +73,12 @@ def demo(
     help="Fault rates, e.g. 429=0.1,529=0.05,truncate=0.05 (kinds: 429 500 529 hang truncate badjson"
     " 401 404 overflow refused; options retry_after=S, hang_s=S).",
 )
+@click.option(
+    "--rate-limit",
+    help="Rate limits per API key and model, answered with real 429s and rate-limit headers, e.g."
+    " rpm=600,itpm=200000,otpm=40000 (requests, input and output tokens per minute); change_after=S,factor=F"
+    " multiplies them by F once S seconds have passed since the first request.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for faults, latency, responders.")
 @click.option(
     "--record",

@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--latency", default=None, help="none, realistic, or e.g. ttft=0.5,tps=80")
     parser.add_argument("--faults", default=None, help="e.g. 429=0.1,529=0.05,truncate=0.05")
+    parser.add_argument(
+        "--rate-limit", default=None, help="e.g. rpm=600,itpm=200000,otpm=40000,change_after=30,factor=0.5"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", default=None, help="append every request to this JSONL file")
     args = parser.parse_args(argv)
@@ -33,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             responder=args.responder,
             latency=args.latency,
             faults=args.faults,
+            rate_limit=args.rate_limit,
             seed=args.seed,
             record=args.record,
             host=args.host,
