@@ -173,6 +173,7 @@ class _Loop:
             stop_reason=done.stop_reason,
             model=done.model,
             attempts=done.attempts,
+            priced=done.priced,
         )
         state.messages.append(reply)
         if not reply.tool_calls:

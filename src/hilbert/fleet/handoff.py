@@ -103,12 +103,11 @@ async def describe(store: EventStore, state: FleetState, integration: Path, git:
     started = {e.data.get("task"): e.data for e in store.events(run=state.run, kinds=["task_started"])}
     merged = [t for t in state.plan.tasks if t.id in state.merged]
     lines = [f"# {state.plan.goal or 'hilbert run ' + state.run}", ""]
-    tokens = sum(view.usage.input_tokens + view.usage.output_tokens for view in state.agents.values())
-    cost = (
-        f"${state.spent_usd:.4f}"
-        if state.spent_usd or not tokens
-        else "unknown (no price known for the model)"
-    )
+    unpriced = any(view.unpriced for view in state.agents.values())
+    cost = f"${state.spent_usd:.4f}"
+    if unpriced:
+        no_price = "no price known for a model it used"
+        cost = f"{cost} and more ({no_price})" if state.spent_usd else f"unknown ({no_price})"
     lines.append(
         f"{len(merged)} of {len(state.plan.tasks)} tasks merged by the hilbert run `{state.run}` "
         f"from `{state.started.base[:12]}`; cost {cost}."

@@ -84,6 +84,7 @@ class AgentView:
     finishing: bool = False  # its last tool call was a successful `finish`: the harness is judging
     external: bool = False  # not hilbert's loop (`fleet.seams`): no model calls of its own in the log
     delivered: int = 0  # the id of the last message its inbox delivered (`Inject.source`)
+    unpriced: bool = False  # a model call on a model with no known price: its cost is not known
 
     @property
     def usage(self) -> Usage:
@@ -240,6 +241,9 @@ def _model_call(state: FleetState, event: Event) -> None:
     data = event.data
     cost = float(data.get("cost_usd") or 0.0)
     view.add(data.get("usage") or {}, cost)
+    priced = data.get("priced")  # absent in logs written before it was recorded: a zero cost says so
+    usage = data.get("usage") or {}
+    view.unpriced |= priced is False or (priced is None and not cost and any(usage.values()))
     view.model = view.model or data.get("model")
     state.spent_usd += cost
 

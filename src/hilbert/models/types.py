@@ -121,6 +121,7 @@ class Completion:
     latency_s: float = 0.0
     time_to_first_token_s: float | None = None
     attempts: int = 1
+    priced: bool = True  # the price table knows the model (False: `cost_usd` 0 says nothing)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

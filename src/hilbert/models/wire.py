@@ -155,6 +155,7 @@ class WireModel(ABC):
             latency_s=time.monotonic() - started,
             time_to_first_token_s=None if first is None else first - turn.started,
             attempts=attempts,
+            priced=self.settings.prices.known(self.spec),
         )
 
     async def probe(self, timeout_s: float = 15.0) -> str | None:

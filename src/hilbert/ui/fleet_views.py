@@ -130,8 +130,8 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
     for agent, label in worker_states(state, now).items():
         view = state.agents[agent]
         tokens = view.usage.input_tokens + view.usage.output_tokens
-        # tokens spent at no cost: the model has no known price (`hilbert run` says so as it starts)
-        cost = f"${view.cost_usd:>8.4f}" if view.cost_usd or not tokens or view.external else f"{'$?':>9}"
+        # a model with no known price (`hilbert run` says so as it starts): a cost of 0 would be a guess
+        cost = f"{'$?':>9}" if view.unpriced and not view.external else f"${view.cost_usd:>8.4f}"
         lines.append(
             f"{agent:<14} {task_of.get(agent) or '-':<6} {label:<10} turns {view.turns:>3}  "
             f"tokens {tokens:>9,}  {cost}  last event {now - view.last_event_at:>5.0f}s ago"
