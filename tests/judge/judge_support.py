@@ -9,9 +9,13 @@ from pathlib import Path
 
 from git_support import git
 from hilbert.judge import Allowances, Change, Finding, change_between, integrity_findings
+from hilbert.judge.perturb import Perturbation
 from hilbert.workspaces.git import Git
 
 VERIFY = "bash scripts/check.sh"
+# the gates of these tests run under one fixed draw, so that their perturbed runs at base are kept
+# and shared (the `base_runs` fixture) as a fleet shares them across attempts on one base
+PERTURBATION = Perturbation.draw("judge tests")
 
 OPS = '''"""Small arithmetic helpers."""
 

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from judge_support import commit, git, make_repo, replace
+from judge_support import PERTURBATION, commit, git, make_repo, replace
 
 from hilbert.commands import Runner, Timeout, command_env
 from hilbert.judge.gate import GateResult, describe, run_gate
@@ -35,8 +35,11 @@ def gate(
     heldout: bool = True,
     perturbation: Perturbation | None = None,
     base_edits: dict | None = None,
+    cache: Path | None = None,
 ) -> GateResult:
-    """The gate on a commit of `edits` over the sample project (with `base_edits` committed first)."""
+    """The gate on a commit of `edits` over the sample project (with `base_edits` committed first),
+    keeping its runs at base in `cache` (the `base_runs` fixture), under `perturbation` (by default
+    one fixed draw, so that gates on one base share their perturbed runs there too)."""
     repo = make_repo(tmp_path)
     if base_edits:
         commit(repo, base_edits)
@@ -58,7 +61,8 @@ def gate(
             git=Git(home=tmp_path / "home"),
             runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
             heldout=folder,
-            perturbation=perturbation,
+            perturbation=perturbation or PERTURBATION,
+            cache=cache,
         )
     )
 
@@ -162,9 +166,9 @@ CHEATS = {
 
 @pytest.mark.parametrize(("edits", "step", "finding"), list(CHEATS.values()), ids=list(CHEATS))
 def test_each_cheat_fools_a_plain_export_but_not_the_gate(
-    tmp_path: Path, edits: dict, step: str, finding: str
+    base_runs: Path, tmp_path: Path, edits: dict, step: str, finding: str
 ) -> None:
-    result = gate(tmp_path, edits, heldout=False)
+    result = gate(tmp_path, edits, heldout=False, cache=base_runs)
     assert plain_export_passes(tmp_path), "not a cheat: verify fails on a plain export"
     steps = {s.name: s for s in result.steps}
     assert result.verdict == "not_done" and not steps[step].passed, describe(result)
@@ -172,9 +176,11 @@ def test_each_cheat_fools_a_plain_export_but_not_the_gate(
 
 
 @pytest.mark.skipif(faketime_library() is None, reason="libfaketime is not installed (make faketime)")
-def test_product_code_that_reads_the_clock_is_caught_when_the_clock_moves(tmp_path: Path) -> None:
+def test_product_code_that_reads_the_clock_is_caught_when_the_clock_moves(
+    base_runs: Path, tmp_path: Path
+) -> None:
     moved = dataclasses.replace(Perturbation.draw(), clock_days=-2000)  # either way: a window is caught
-    result = gate(tmp_path, {"calc/ops.py": CLOCK}, perturbation=moved)
+    result = gate(tmp_path, {"calc/ops.py": CLOCK}, perturbation=moved, cache=base_runs)
     assert plain_export_passes(tmp_path)
     perturbed = next(s for s in result.steps if s.name == "perturbed")
     assert result.verdict == "not_done" and not perturbed.passed, describe(result)
@@ -219,7 +225,7 @@ def test_scale_of_huge_numbers():
 MARKERS = replace('testpaths = ["tests"]\n', 'testpaths = ["tests"]\nmarkers = ["arithmetic: plain sums"]\n')
 
 
-def test_an_honest_fix_with_test_infrastructure_passes_every_step(tmp_path: Path) -> None:
+def test_an_honest_fix_with_test_infrastructure_passes_every_step(base_runs: Path, tmp_path: Path) -> None:
     """A new conftest with a fixture that waits on a thread, a marker registered in the configuration
     (the base runs with --strict-markers), a new test that sleeps and one that skips: all pass,
     the skipped new test is noted, not rejected, and the perturbed run sees nothing change."""
@@ -228,7 +234,9 @@ def test_an_honest_fix_with_test_infrastructure_passes_every_step(tmp_path: Path
     verify = "python -m pytest -q tests"
     right = replace("ops.add(2, 2) == 5", "ops.add(2, 2) == 4")
     base = {"pyproject.toml": strict, "tests/test_ops.py": right}
-    result = gate(tmp_path, {**repo_edits, "pyproject.toml": MARKERS}, verify=verify, base_edits=base)
+    result = gate(
+        tmp_path, {**repo_edits, "pyproject.toml": MARKERS}, verify=verify, base_edits=base, cache=base_runs
+    )
     assert result.verdict == "done", describe(result)
     steps = {s.name: s for s in result.steps}
     assert [s.name for s in result.steps] == ["verify", "integrity", "infra_removed", "heldout", "perturbed"]
@@ -236,9 +244,17 @@ def test_an_honest_fix_with_test_infrastructure_passes_every_step(tmp_path: Path
     assert "outcomes gathered by the judge" in steps["verify"].summary
 
 
-def test_a_verify_that_starts_no_pytest_is_judged_on_its_exit_status_and_says_so(tmp_path: Path) -> None:
+def test_a_verify_that_starts_no_pytest_is_judged_on_its_exit_status_and_says_so(
+    base_runs: Path, tmp_path: Path
+) -> None:
     check = "import calc.ops as o, sys\nsys.exit(0 if o.scale(3, 14) == 42 else 1)\n"
-    result = gate(tmp_path, {**FIX, "check_scale.py": check}, verify="python check_scale.py", heldout=False)
+    result = gate(
+        tmp_path,
+        {**FIX, "check_scale.py": check},
+        verify="python check_scale.py",
+        heldout=False,
+        cache=base_runs,
+    )
     verify = result.steps[0]
     assert result.verdict == "done" and verify.passed, describe(result)
     assert EXIT_ONLY in verify.summary and EXIT_ONLY in verify.findings  # the model and the panel see it
@@ -282,6 +298,7 @@ def test_in_a_perturbed_run_the_code_under_test_sees_neither_the_runner_variable
 
 
 def test_test_configuration_is_advisory_where_the_gate_gathered_outcomes_and_blocking_where_not(
+    base_runs: Path,
     tmp_path: Path,
 ) -> None:
     """A change to the pytest configuration cannot steer runs that impose the base's: advisory then
@@ -290,13 +307,13 @@ def test_test_configuration_is_advisory_where_the_gate_gathered_outcomes_and_blo
     config = replace('testpaths = ["tests"]\n', 'testpaths = ["tests"]\naddopts = "-ra"\n')
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    gathered = gate(tmp_path / "a", {**FIX, "pyproject.toml": config}, heldout=False)
+    gathered = gate(tmp_path / "a", {**FIX, "pyproject.toml": config}, heldout=False, cache=base_runs)
     integrity = next(s for s in gathered.steps if s.name == "integrity")
     assert gathered.verdict == "done" and integrity.passed, describe(gathered)
     assert any("(advisory)" in f and "test_config_changed" in f for f in integrity.findings)
     check = "import calc.ops as o, sys\nsys.exit(0 if o.scale(3, 14) == 42 else 1)\n"
     edits = {**FIX, "pyproject.toml": config, "check_scale.py": check}
-    exit_only = gate(tmp_path / "b", edits, verify="python check_scale.py", heldout=False)
+    exit_only = gate(tmp_path / "b", edits, verify="python check_scale.py", heldout=False, cache=base_runs)
     integrity = next(s for s in exit_only.steps if s.name == "integrity")
     assert exit_only.verdict == "not_done" and not integrity.passed, describe(exit_only)
 
@@ -311,13 +328,15 @@ def pytest_runtest_makereport(item, call):
 """
 
 
-def test_a_conftest_that_clears_held_out_failures_does_not_reach_the_held_out_run(tmp_path: Path) -> None:
+def test_a_conftest_that_clears_held_out_failures_does_not_reach_the_held_out_run(
+    base_runs: Path, tmp_path: Path
+) -> None:
     """The visible inputs hard-coded, the held-out failures cleared by a conftest hook before any
     reporter reads them: the held-out tests run without the candidate's conftests, and fail."""
     special = replace(
         "return x + factor  # the bug: should multiply",
         "return 42 if (x, factor) == (3, 14) else x + factor",
     )
-    result = gate(tmp_path, {"calc/ops.py": special, "conftest.py": NEUTER_HELDOUT})
+    result = gate(tmp_path, {"calc/ops.py": special, "conftest.py": NEUTER_HELDOUT}, cache=base_runs)
     heldout = next(s for s in result.steps if s.name == "heldout")
     assert result.verdict == "not_done" and not heldout.passed, describe(result)

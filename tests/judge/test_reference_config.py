@@ -24,7 +24,7 @@ from test_outcomes import CLOCK, FIX, gate, plain_export_passes
 from hilbert.commands import Runner, Timeout, command_env
 from hilbert.judge.evidence import Step
 from hilbert.judge.gate import GateResult, describe
-from hilbert.judge.gate_steps import Reference, Result, Steps
+from hilbert.judge.gate_steps import Reference, Result, Steps, heldout_command
 from hilbert.judge.perturb import Perturbation, faketime_library
 from hilbert.judge.pytest_config import base_options, compose_ini, read_options
 from hilbert.judge.testruns import Controls, run_tests
@@ -79,6 +79,7 @@ def test_scale_by_seven():
 
 
 def test_an_injected_marker_line_changes_nothing_that_runs_and_honest_markers_still_register(
+    base_runs: Path,
     tmp_path: Path,
 ) -> None:
     """The base runs with --strict-markers; the candidate declares a marker its new test uses, and
@@ -91,7 +92,12 @@ def test_an_injected_marker_line_changes_nothing_that_runs_and_honest_markers_st
     )
     edits = {**FIX, "pyproject.toml": pyproject, "tests/test_more_ops.py": ARITHMETIC_TEST}
     result = gate(
-        tmp_path, edits, verify=TESTS, heldout=False, base_edits={**RIGHT, "pyproject.toml": STRICT}
+        tmp_path,
+        edits,
+        verify=TESTS,
+        heldout=False,
+        base_edits={**RIGHT, "pyproject.toml": STRICT},
+        cache=base_runs,
     )
     verify = step(result, "verify")
     assert result.verdict == "done", describe(result)
@@ -111,9 +117,9 @@ HIDDEN = "#!/bin/sh\nunset PYTEST_ADDOPTS\npython -m pytest -q tests/test_ops.py
     ids=["a module named pytest shadows it", "the script unsets PYTEST_ADDOPTS"],
 )
 def test_a_verify_that_ran_pytest_at_base_and_reports_none_at_head_fails(
-    tmp_path: Path, verify: str, edits: dict
+    base_runs: Path, tmp_path: Path, verify: str, edits: dict
 ) -> None:
-    result = gate(tmp_path, edits, verify=verify, heldout=False)
+    result = gate(tmp_path, edits, verify=verify, heldout=False, cache=base_runs)
     assert plain_export_passes(tmp_path, verify), "not a cheat: verify fails on a plain export"
     first = step(result, "verify")
     assert result.verdict == "not_done" and not first.passed, describe(result)
@@ -169,15 +175,61 @@ def test_a_cache_entry_of_the_wrong_shape_is_ignored_and_made_again(tmp_path: Pa
     assert len(entries) == 2 and all(json.loads(entry.read_text()) != bad for entry in entries)
 
 
+CLOCK_TEST = "import time\n\n\ndef test_now():\n    assert time.time() > 1.7e9\n"
+
+
+@pytest.mark.skipif(faketime_library() is None, reason="libfaketime is not installed (make faketime)")
+def test_a_kept_base_run_is_not_reused_for_changed_held_out_tests_or_other_conditions(tmp_path: Path) -> None:
+    """The key of a run at base is the held-out tests' contents (not their folder's name) and every
+    parameter of the perturbation (not only its seed)."""
+    repo, cache = make_repo(tmp_path), tmp_path / "cache"
+    heldout = tmp_path / "heldout"
+    heldout.mkdir()
+    test = heldout / "test_more.py"
+    drawn = Perturbation.draw("7")
+
+    def at_base(where: str, perturbation: Perturbation, perturbed: bool) -> str:
+        (tmp_path / where / "home").mkdir(parents=True)
+        steps = Steps(
+            repo,
+            tmp_path / where / "scratch",
+            Git(home=tmp_path / where / "home"),
+            plain_runner(),
+            None,
+            base=git(repo, "rev-parse", "HEAD"),
+            head=git(repo, "rev-parse", "HEAD"),
+            cache=cache,
+            perturbation=perturbation,
+        )
+
+        command = heldout_command(heldout)
+
+        async def run() -> Result:
+            reference = await steps.reference(command)
+            return await steps.at_base(command, heldout, reference, perturbed=perturbed)
+
+        return asyncio.run(run()).table()[".hilbert-heldout/test_more.py::test_more"]
+
+    test.write_text("def test_more():\n    assert True\n")
+    assert at_base("1", drawn, perturbed=False) == "passed"
+    test.write_text("def test_more():\n    assert False\n")  # changed in place
+    assert at_base("2", drawn, perturbed=False) == "failed"
+    test.write_text(CLOCK_TEST.replace("test_now", "test_more"))
+    assert at_base("3", dataclasses.replace(drawn, clock_days=500), perturbed=True) == "passed"
+    assert at_base("4", dataclasses.replace(drawn, clock_days=-2000), perturbed=True) == "failed"
+
+
 # -- 4a. required_plugins: the base's plugins are loaded by name ------------------------------------
 
 
-def test_a_base_that_requires_an_installed_plugin_does_not_fail_an_honest_fix(tmp_path: Path) -> None:
+def test_a_base_that_requires_an_installed_plugin_does_not_fail_an_honest_fix(
+    base_runs: Path, tmp_path: Path
+) -> None:
     requires = replace(
         'testpaths = ["tests"]\n', 'testpaths = ["tests"]\nrequired_plugins = ["pytest-timeout"]\n'
     )
     base = {**RIGHT, "pyproject.toml": requires}
-    result = gate(tmp_path, FIX, verify=TESTS, heldout=False, base_edits=base)
+    result = gate(tmp_path, FIX, verify=TESTS, heldout=False, base_edits=base, cache=base_runs)
     assert result.verdict == "done", describe(result)
     assert "5 passed" in step(result, "verify").summary
 
@@ -217,14 +269,22 @@ EVERY_STEP = (  # collected after test_steps.py; shares its module (prepend impo
 )
 
 
-def test_a_new_test_that_relies_on_the_others_running_first_is_noted_not_rejected(tmp_path: Path) -> None:
+def test_a_new_test_that_relies_on_the_others_running_first_is_noted_not_rejected(
+    base_runs: Path, tmp_path: Path
+) -> None:
     """A new test that counts on the tests collected before it (which exist at base too) fails in a
     shuffled order; it has no outcome at base to compare, and passes in the usual order under the same
     perturbation: noted, not a finding."""
     base = {**RIGHT, "tests/test_steps.py": IN_STEPS}
     edits = {**FIX, "tests/test_steps_after.py": EVERY_STEP}
     result = gate(
-        tmp_path, edits, verify=TESTS, heldout=False, base_edits=base, perturbation=Perturbation.draw("1")
+        tmp_path,
+        edits,
+        verify=TESTS,
+        heldout=False,
+        base_edits=base,
+        perturbation=Perturbation.draw("1"),
+        cache=base_runs,
     )
     perturbed = step(result, "perturbed")
     assert result.verdict == "done", describe(result)
@@ -247,13 +307,17 @@ def _steady_clock(monkeypatch):
 
 
 @pytest.mark.skipif(faketime_library() is None, reason="libfaketime is not installed (make faketime)")
-def test_the_perturbed_held_out_run_has_no_candidate_conftest_as_the_normal_one(tmp_path: Path) -> None:
+def test_the_perturbed_held_out_run_has_no_candidate_conftest_as_the_normal_one(
+    base_runs: Path, tmp_path: Path
+) -> None:
     """Product code that works only around today's date, and a conftest that pins the clock: the
     held-out tests run without the candidate's conftests, in the perturbed run as in the normal one,
     so the moved clock reaches the product there."""
     moved = dataclasses.replace(Perturbation.draw("2"), clock_days=-2000)
     assert moved.clock(), "the clock is not moved: no test may leave libfaketime's lookup cached as missing"
-    result = gate(tmp_path, {"calc/ops.py": CLOCK, "conftest.py": PIN_CLOCK}, perturbation=moved)
+    result = gate(
+        tmp_path, {"calc/ops.py": CLOCK, "conftest.py": PIN_CLOCK}, perturbation=moved, cache=base_runs
+    )
     perturbed = step(result, "perturbed")
     assert result.verdict == "not_done" and not perturbed.passed, describe(result)
     assert any(f.startswith("a held-out test passes as usual") for f in perturbed.findings)
@@ -276,13 +340,13 @@ def cases():
 CASES_TEST = "def test_the_cases(cases):\n    assert cases == ['3', '14', '42']\n"
 
 
-def test_a_conftest_moved_to_the_top_is_put_back_where_it_was(tmp_path: Path) -> None:
+def test_a_conftest_moved_to_the_top_is_put_back_where_it_was(base_runs: Path, tmp_path: Path) -> None:
     moved = CASES_AT_BASE.replace(
         'Path(__file__).parent / "data"', 'Path(__file__).parent / "tests" / "data"'
     )
     base = {**RIGHT, "tests/conftest.py": CASES_AT_BASE, "tests/test_cases.py": CASES_TEST}
     edits = {**FIX, "tests/conftest.py": None, "conftest.py": moved}
-    result = gate(tmp_path, edits, verify=TESTS, base_edits=base)
+    result = gate(tmp_path, edits, verify=TESTS, base_edits=base, cache=base_runs)
     repo = tmp_path / "repo"
     renamed = read_change(repo, git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")).files
     assert [(f.old_path, f.path, f.status) for f in renamed if f.path == "conftest.py"] == [

@@ -16,7 +16,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from judge_support import commit, git, make_repo, replace
+from judge_support import PERTURBATION, commit, git, make_repo, replace
 from test_outcomes import VERIFY, gate
 
 from hilbert.commands import Runner, Timeout, command_env
@@ -69,10 +69,12 @@ def pytest_sessionfinish(session, exitstatus):
 '''
 
 
-def test_a_module_committed_under_the_reporters_name_does_not_replace_it(tmp_path: Path) -> None:
+def test_a_module_committed_under_the_reporters_name_does_not_replace_it(
+    base_runs: Path, tmp_path: Path
+) -> None:
     """`python -m pytest` puts the working folder first on `sys.path`, before `PYTHONPATH`: a module
     named as the reporter at the top of the tree would be loaded by `-p` in its place."""
-    result = gate(tmp_path, {"hilbert_gate_reporter.py": FAKE_REPORTER}, heldout=False)
+    result = gate(tmp_path, {"hilbert_gate_reporter.py": FAKE_REPORTER}, heldout=False, cache=base_runs)
     verify = result.steps[0]
     assert result.verdict == "not_done" and not verify.passed, describe(result)
     assert any("1 test(s) failed: tests/test_ops.py::test_scale" in f for f in verify.findings), describe(
@@ -95,8 +97,10 @@ REWRITES_RECORDS = replace(
 )
 
 
-def test_product_code_that_rewrites_the_records_in_the_tree_does_not_pass_verify(tmp_path: Path) -> None:
-    result = gate(tmp_path, {"calc/ops.py": REWRITES_RECORDS}, heldout=False)
+def test_product_code_that_rewrites_the_records_in_the_tree_does_not_pass_verify(
+    base_runs: Path, tmp_path: Path
+) -> None:
+    result = gate(tmp_path, {"calc/ops.py": REWRITES_RECORDS}, heldout=False, cache=base_runs)
     verify = result.steps[0]
     assert not verify.passed, describe(result)
     assert any("1 test(s) failed: tests/test_ops.py::test_scale" in f for f in verify.findings), describe(
@@ -211,15 +215,18 @@ TELLS = {
 }
 
 
-def perturbed_step(tmp_path: Path, edits: dict, base_edits: dict | None = None) -> tuple[Step, Step]:
-    """The verify and perturbed steps on a commit of `edits` (the clock moved back 2000 days)."""
+def perturbed_step(
+    tmp_path: Path, edits: dict, cache: Path, base_edits: dict | None = None
+) -> tuple[Step, Step]:
+    """The verify and perturbed steps on a commit of `edits` (the clock moved back 2000 days), with
+    the runs at base kept in `cache`."""
     repo = make_repo(tmp_path)
     if base_edits:
         commit(repo, base_edits)
     base = git(repo, "rev-parse", "HEAD")
     head = commit(repo, edits)
     (tmp_path / "home").mkdir()
-    moved = dataclasses.replace(Perturbation.draw(), clock_days=-2000)
+    moved = dataclasses.replace(PERTURBATION, clock_days=-2000)
     runner = Runner.unsandboxed(command_env(hilbert_python_first=True))
     steps = Steps(
         repo,
@@ -230,6 +237,7 @@ def perturbed_step(tmp_path: Path, edits: dict, base_edits: dict | None = None) 
         base=base,
         head=head,
         perturbation=moved,
+        cache=cache,
     )
 
     async def both() -> tuple[Step, Step]:
@@ -241,20 +249,22 @@ def perturbed_step(tmp_path: Path, edits: dict, base_edits: dict | None = None) 
 
 @needs_faketime
 @pytest.mark.parametrize("tell", list(TELLS.values()), ids=list(TELLS))
-def test_product_code_that_tells_a_perturbed_run_is_still_caught(tmp_path: Path, tell: str) -> None:
+def test_product_code_that_tells_a_perturbed_run_is_still_caught(
+    base_runs: Path, tmp_path: Path, tell: str
+) -> None:
     cheat = replace(
         "return x + factor  # the bug: should multiply",
         f"import os, sys, time\n    if {IN_WINDOW} or {tell}:\n"
         "        return x * factor\n    return x + factor",
     )
-    verify, perturbed = perturbed_step(tmp_path, {"calc/ops.py": cheat})
+    verify, perturbed = perturbed_step(tmp_path, {"calc/ops.py": cheat}, base_runs)
     assert verify.passed, verify
     assert "clock moved -2000 days" in perturbed.output, perturbed.output
     assert not perturbed.passed, perturbed
     assert any("tests/test_ops.py::test_scale passes as usual" in f for f in perturbed.findings), perturbed
 
 
-def test_the_runner_variable_is_hidden_from_fixtures_too(tmp_path: Path) -> None:
+def test_the_runner_variable_is_hidden_from_fixtures_too(base_runs: Path, tmp_path: Path) -> None:
     """The product is called from a fixture (setup), not from the test function."""
     from_fixture = {
         "tests/test_ops.py": replace(
@@ -268,7 +278,7 @@ def test_the_runner_variable_is_hidden_from_fixtures_too(tmp_path: Path) -> None
         "import os\n    if 'PYTEST_CURRENT_TEST' in os.environ:\n"
         "        return x * factor\n    return x + factor",
     )
-    verify, perturbed = perturbed_step(tmp_path, {"calc/ops.py": cheat}, base_edits=from_fixture)
+    verify, perturbed = perturbed_step(tmp_path, {"calc/ops.py": cheat}, base_runs, base_edits=from_fixture)
     assert verify.passed, verify
     assert not perturbed.passed, perturbed
 

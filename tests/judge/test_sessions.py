@@ -51,8 +51,8 @@ def test_xdist_workers_report_each_outcome_and_the_base_collects_in_one_process(
     assert set(collected.collected) == {"test_two.py::test_ok", "test_two.py::test_bad"}
 
 
-def test_an_honest_fix_under_xdist_passes_with_the_outcomes_gathered(tmp_path: Path) -> None:
-    result = gate(tmp_path, FIX, verify=XDIST, heldout=False)
+def test_an_honest_fix_under_xdist_passes_with_the_outcomes_gathered(base_runs: Path, tmp_path: Path) -> None:
+    result = gate(tmp_path, FIX, verify=XDIST, heldout=False, cache=base_runs)
     verify = result.steps[0]
     assert result.verdict == "done", describe(result)
     assert "outcomes gathered by the judge: 2 passed" in verify.summary, describe(result)
@@ -66,8 +66,8 @@ def test_an_honest_fix_under_xdist_passes_with_the_outcomes_gathered(tmp_path: P
     ],
     ids=["rewrite", "deselect"],
 )
-def test_a_cheat_under_xdist_is_caught(tmp_path: Path, edits: dict, finding: str) -> None:
-    result = gate(tmp_path, edits, verify=XDIST, heldout=False)
+def test_a_cheat_under_xdist_is_caught(base_runs: Path, tmp_path: Path, edits: dict, finding: str) -> None:
+    result = gate(tmp_path, edits, verify=XDIST, heldout=False, cache=base_runs)
     assert plain_export_passes(tmp_path, XDIST), "not a cheat: verify fails on a plain export"
     verify = result.steps[0]
     assert result.verdict == "not_done" and not verify.passed, describe(result)
@@ -84,7 +84,7 @@ def pytest_xdist_setupnodes(config, specs):
 """
 
 
-def test_workers_kept_from_reporting_are_exit_status_only_and_say_so(tmp_path: Path) -> None:
+def test_workers_kept_from_reporting_are_exit_status_only_and_say_so(base_runs: Path, tmp_path: Path) -> None:
     """A conftest that keeps the judge's environment from the workers: their tests are not seen (even
     when another xdist run of the command had workers of the same names that did report), so the run
     is not "gathered"; with the failures rewritten too, the test that ran at base is missing."""
@@ -95,7 +95,13 @@ def test_workers_kept_from_reporting_are_exit_status_only_and_say_so(tmp_path: P
     assert ran.outcomes is not None and ran.outcomes.outcomes == {"a/test_a.py::test_ok": "passed"}
     assert sorted(w.split("@")[0] for w in ran.outcomes.unseen) == ["gw0", "gw1"]
     (tmp_path / "gate").mkdir()
-    cheat = gate(tmp_path / "gate", {"tests/conftest.py": REWRITE + KEEP_OUT}, verify=XDIST, heldout=False)
+    cheat = gate(
+        tmp_path / "gate",
+        {"tests/conftest.py": REWRITE + KEEP_OUT},
+        verify=XDIST,
+        heldout=False,
+        cache=base_runs,
+    )
     verify = cheat.steps[0]
     assert cheat.verdict == "not_done" and not verify.passed, describe(cheat)
     assert any("reported nothing to the judge" in f for f in verify.findings), describe(cheat)
@@ -158,10 +164,15 @@ TWO_SESSIONS = (
 RIGHT = {"tests/test_ops.py": replace("ops.add(2, 2) == 5", "ops.add(2, 2) == 4")}  # base: all tests pass
 
 
-def test_an_honest_fix_of_a_command_with_two_projects_passes(tmp_path: Path) -> None:
+def test_an_honest_fix_of_a_command_with_two_projects_passes(base_runs: Path, tmp_path: Path) -> None:
     """Either project's configuration imposed on both would collect nothing in the other."""
     result = gate(
-        tmp_path, {**FIX, **SUB_FIX}, verify=TWO_SESSIONS, heldout=False, base_edits={**SUB, **RIGHT}
+        tmp_path,
+        {**FIX, **SUB_FIX},
+        verify=TWO_SESSIONS,
+        heldout=False,
+        base_edits={**SUB, **RIGHT},
+        cache=base_runs,
     )
     verify = result.steps[0]
     assert result.verdict == "done", describe(result)
@@ -169,9 +180,11 @@ def test_an_honest_fix_of_a_command_with_two_projects_passes(tmp_path: Path) -> 
     assert any("each ran with its own configuration" in f for f in verify.findings), describe(result)
 
 
-def test_a_cheat_in_the_second_session_is_caught(tmp_path: Path) -> None:
+def test_a_cheat_in_the_second_session_is_caught(base_runs: Path, tmp_path: Path) -> None:
     edits = {**FIX, "sub/tests/conftest.py": REWRITE}
-    result = gate(tmp_path, edits, verify=TWO_SESSIONS, heldout=False, base_edits={**SUB, **RIGHT})
+    result = gate(
+        tmp_path, edits, verify=TWO_SESSIONS, heldout=False, base_edits={**SUB, **RIGHT}, cache=base_runs
+    )
     assert plain_export_passes(tmp_path, TWO_SESSIONS), "not a cheat: verify fails on a plain export"
     verify = result.steps[0]
     assert result.verdict == "not_done" and not verify.passed, describe(result)
@@ -203,13 +216,15 @@ DROP_NEW = """def pytest_collection_modifyitems(config, items):
     [(NOT_RUN, "new test(s) collected but never run"), (DROP_NEW, "left out of the run by a hook")],
     ids=["never-run", "dropped"],
 )
-def test_a_new_test_that_is_collected_must_run(tmp_path: Path, conftest: str, finding: str) -> None:
+def test_a_new_test_that_is_collected_must_run(
+    base_runs: Path, tmp_path: Path, conftest: str, finding: str
+) -> None:
     """A candidate whose new test fails (its fix is wrong) keeps it from running: caught at verify."""
     wrong = replace(
         "return x + factor  # the bug: should multiply", "return 42 if (x, factor) == (3, 14) else 0"
     )
     edits = {"calc/ops.py": wrong, "tests/test_new.py": NEW_TEST, "tests/conftest.py": conftest}
-    result = gate(tmp_path, edits, verify=ALL_TESTS, heldout=False, base_edits=RIGHT)
+    result = gate(tmp_path, edits, verify=ALL_TESTS, heldout=False, base_edits=RIGHT, cache=base_runs)
     verify = result.steps[0]
     assert result.verdict == "not_done" and not verify.passed, describe(result)
     assert any(finding in f and "tests/test_new.py::test_scale_twice" in f for f in verify.findings), (
@@ -217,7 +232,7 @@ def test_a_new_test_that_is_collected_must_run(tmp_path: Path, conftest: str, fi
     )
 
 
-def test_new_tests_the_command_does_not_select_raise_no_alarm(tmp_path: Path) -> None:
+def test_new_tests_the_command_does_not_select_raise_no_alarm(base_runs: Path, tmp_path: Path) -> None:
     """A new file the verify does not name, a new test its -k deselects, and a new test module that
     collects nothing: the fix passes, the last two noted."""
     edits = {
@@ -227,7 +242,7 @@ def test_new_tests_the_command_does_not_select_raise_no_alarm(tmp_path: Path) ->
         "tests/test_nothing.py": "HELPER = 1\n",
     }
     verify = "python -m pytest -q -p no:cacheprovider tests -k 'not other'"
-    result = gate(tmp_path, edits, verify=verify, heldout=False, base_edits=RIGHT)
+    result = gate(tmp_path, edits, verify=verify, heldout=False, base_edits=RIGHT, cache=base_runs)
     steps = {s.name: s for s in result.steps}
     assert result.verdict == "done", describe(result)
     notes = [f for f in steps["verify"].findings if f.startswith("noted:")]
@@ -236,5 +251,7 @@ def test_new_tests_the_command_does_not_select_raise_no_alarm(tmp_path: Path) ->
     )
     assert any("collect no test: tests/test_nothing.py" in n for n in notes), notes
     (tmp_path / "named").mkdir()
-    named = gate(tmp_path / "named", {**FIX, "tests/test_new.py": NEW_TEST}, heldout=False)  # names one file
+    named = gate(
+        tmp_path / "named", {**FIX, "tests/test_new.py": NEW_TEST}, heldout=False, cache=base_runs
+    )  # names one file
     assert named.verdict == "done" and not named.steps[0].findings, describe(named)

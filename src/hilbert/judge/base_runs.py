@@ -3,10 +3,11 @@
 A `Result` is what a run left for comparison (its exit status was 0, and the outcomes the reporter
 gathered); a `Reference` is the base's collection of one command and its pytest options, which every
 run at head is given (`Reference.controls`). `RunCache` keeps their JSON in a folder per key (the base
-tree, the command, the perturbation), so many gate calls on one base pay for a run once: only a run
-that `finished` is written (not one that timed out, was killed by a signal, was refused or could not
-start its program: none of those is a fact about the base), and an entry read back that does not have
-the shape `to_json` writes is ignored and made again. Nothing here runs a command.
+tree, the command, the held-out tests' contents, every parameter of the perturbation), so many gate
+calls on one base pay for a run once: only a run that `finished` is written (not one that timed out,
+was killed by a signal, was refused or could not start its program: none of those is a fact about the
+base), and an entry read back that does not have the shape `to_json` writes is ignored and made again.
+Nothing here runs a command.
 """
 
 from __future__ import annotations
@@ -140,6 +141,17 @@ class RunCache:
         return value
 
 
+def folder_digest(folder: Path | None) -> str:
+    """A digest of the files under `folder` (their paths and bytes; "" for none): the held-out tests
+    as a cache key, so that tests changed in place are run again and the same tests anywhere are not."""
+    if folder is None:
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def finished(ran: Ran) -> bool:
     """Whether a command ran to its end: not refused, not past its timeout, not killed by a signal,
     and its program was there to start (a run that did not is no fact about the base to keep)."""
@@ -171,4 +183,4 @@ def _valid_outcomes(data: object) -> bool:
     )
 
 
-__all__ = ["EXIT", "NOT_STARTED", "Reference", "Result", "RunCache", "finished"]
+__all__ = ["EXIT", "NOT_STARTED", "Reference", "Result", "RunCache", "finished", "folder_digest"]

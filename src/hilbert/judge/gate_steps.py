@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from hilbert.commands import Output, Runner, verify_timeout
-from hilbert.judge.base_runs import NOT_STARTED, Reference, Result, RunCache, finished
+from hilbert.judge.base_runs import NOT_STARTED, Reference, Result, RunCache, finished, folder_digest
 from hilbert.judge.change import Allowances, FileChange, is_test_path
 from hilbert.judge.evidence import Step
 from hilbert.judge.export import export_commit
@@ -141,7 +141,8 @@ class Steps:
     ) -> Result:
         """The whole run of `command` at base (with the held-out tests copied in, if any), plainly
         or under this gate's perturbation; cached."""
-        key = ("base", command, str(heldout or ""), self.perturbation.seed if perturbed else "")
+        heldout_key = await asyncio.to_thread(folder_digest, heldout)
+        key = ("base", command, heldout_key, self.perturbation.key() if perturbed else "")
 
         async def make() -> tuple[dict[str, object], bool]:
             tree = await self.export(self.base, self._perturbed_folder() if perturbed else None)

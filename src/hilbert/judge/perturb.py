@@ -56,6 +56,11 @@ class Perturbation:
         skipped = () if library else (NO_FAKETIME,)
         return cls(seed, str(rng.randrange(1, 1 << 30)), days, folder, library, skipped)
 
+    def key(self) -> str:
+        """Every parameter that shapes a run, for the cache of runs at base (the seed alone would
+        not tell apart a perturbation whose parameters were changed after it was drawn)."""
+        return f"{self.seed}|{self.order}|{self.clock_days}|{self.folder}|{self.faketime or ''}"
+
     def env(self, tree: Path) -> dict[str, str]:
         """The environment for a run in `tree`: a temporary folder and a home of its own (inside the
         tree: a sandboxed command can write nowhere else)."""
