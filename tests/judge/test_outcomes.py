@@ -17,8 +17,8 @@ from judge_support import PERTURBATION, commit, git, make_repo, replace
 
 from hilbert.commands import Runner, Timeout, command_env
 from hilbert.judge.gate import GateResult, describe, run_gate
-from hilbert.judge.gate_steps import EXIT_ONLY
 from hilbert.judge.perturb import NO_FAKETIME, Perturbation, faketime_library
+from hilbert.judge.run_findings import EXIT_ONLY
 from hilbert.judge.testruns import Controls, TestRun, run_tests
 from hilbert.workspaces.git import Git
 

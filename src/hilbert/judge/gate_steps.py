@@ -38,13 +38,10 @@ from hilbert.judge.evidence import Step
 from hilbert.judge.export import export_commit
 from hilbert.judge.perturb import Perturbation
 from hilbert.judge.pytest_config import CANDIDATES, base_options, refused_markers
-from hilbert.judge.testruns import Controls, Outcomes, TestRun, run_tests
+from hilbert.judge.run_findings import EXIT_ONLY, allowed, counts, new_test_findings, unseen
+from hilbert.judge.testruns import Controls, TestRun, run_tests
 from hilbert.workspaces.git import Git
 
-EXIT_ONLY = (
-    "exit status only: the command started no pytest, so the judge could not see which tests ran "
-    "or how each came out"
-)
 RAN = frozenset({"passed", "failed", "xpassed", "incomplete"})
 
 
@@ -374,7 +371,7 @@ class Steps:
                 f"the command's pytest sessions run under different rootdirs or ini files ({shown}): "
                 "each ran with its own configuration, not one imposed from base; outcomes gathered only"
             )
-        expected = [n for n in (base.collected if base else ()) if not _allowed(n, reference, allow)]
+        expected = [n for n in (base.collected if base else ()) if not allowed(n, reference, allow)]
         failing = [n for n, o in out.outcomes.items() if o in ("failed", "incomplete")]
         if only_base:
             failing = [n for n in failing if n in set(expected)]
@@ -400,12 +397,12 @@ class Steps:
             }
             if new:
                 notes.append(f"new test(s) {'/'.join(sorted(set(new.values())))}: {', '.join(list(new)[:5])}")
-            more, more_notes = _new_tests(out, new_tests)
+            more, more_notes = new_test_findings(out, new_tests)
             findings += more
             notes += more_notes
         passed = run.ran.ok and not findings
-        counts = _counts(out.outcomes.values())
-        summary = f"{status}; outcomes gathered by the judge: {counts or 'no test ran'}"
+        tally = counts(out.outcomes.values())
+        summary = f"{status}; outcomes gathered by the judge: {tally or 'no test ran'}"
         if caveats:
             summary += f" ({caveats[0]})"
         if not passed and not findings:  # exit status non-zero, every outcome fine: the status says why
@@ -473,73 +470,6 @@ def _noted(step: Step, notes: Sequence[str]) -> Step:
     return replace(step, findings=(*step.findings, *(f"noted: {note}" for note in notes)))
 
 
-def _allowed(nodeid: str, reference: Reference, allow: Allowances) -> bool:
-    return allow.allows(_file(nodeid))  # node ids are keyed by their rootdir: a path in the tree
-
-
-def _file(nodeid: str) -> str:
-    return nodeid.split("::")[0]
-
-
-def unseen(workers: Sequence[str]) -> str:
-    return (
-        f"exit status only for {len(workers)} pytest-xdist worker(s) that reported nothing to the judge "
-        f"({', '.join(w.split('@')[0] for w in workers[:5])}): the outcomes of the tests they ran could "
-        "not be gathered"
-    )
-
-
-def _new_tests(out: Outcomes, new_tests: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Findings and notes on the tests of the change's new test files: those collected must run
-    (a hook that drops them, or stops them running, is a finding); those the command's own selection
-    options deselect are noted, as is a new test module in the command's scope that collects nothing.
-    A new file the command does not collect from is nobody's concern."""
-    files = set(new_tests)
-    never = [n for n in out.collected if _file(n) in files and out.outcome(n) == "not run"]
-    dropped = [n for n in out.dropped if _file(n) in files]
-    deselected = [n for n in out.deselected if _file(n) in files]
-    findings: list[str] = []
-    notes: list[str] = []
-    if never:
-        findings.append(f"{len(never)} new test(s) collected but never run: {', '.join(never[:5])}")
-    if dropped:
-        findings.append(
-            f"{len(dropped)} new test(s) collected and then left out of the run by a hook (not by the "
-            f"command's -k, -m or --deselect): {', '.join(dropped[:5])}"
-        )
-    if deselected:
-        notes.append(
-            f"new test(s) deselected by the command's selection options: {', '.join(deselected[:5])}"
-        )
-    seen = {_file(n) for n in (*out.collected, *out.dropped, *out.deselected)}
-    empty = [
-        f
-        for f in new_tests
-        if f not in seen and _test_module(f) and any(_under(f, where) for where in out.scope)
-    ]
-    if empty:
-        notes.append(
-            f"new test file(s) in the command's collection scope collect no test: {', '.join(empty[:5])}"
-        )
-    return findings, notes
-
-
-def _test_module(path: str) -> bool:
-    name = PurePosixPath(path).name
-    return name.startswith("test_") or name.endswith("_test.py")
-
-
-def _under(path: str, where: str) -> bool:
-    return where == "." or path == where or path.startswith(where.rstrip("/") + "/")
-
-
-def _counts(outcomes: object) -> str:
-    tally: dict[str, int] = {}
-    for outcome in outcomes:  # type: ignore[attr-defined]
-        tally[outcome] = tally.get(outcome, 0) + 1
-    return ", ".join(f"{count} {outcome}" for outcome, count in sorted(tally.items()))
-
-
 def infrastructure(files: Sequence[FileChange]) -> list[FileChange]:
     """The conftests and pytest configuration files the change added or changed."""
     return [
@@ -554,4 +484,4 @@ def new_test_files(files: Sequence[FileChange]) -> list[FileChange]:
     return [f for f in files if f.status == "added" and is_test_path(f.path) and f.path.endswith(".py")]
 
 
-__all__ = ["EXIT_ONLY", "Reference", "Result", "Steps", "heldout_command", "infrastructure"]
+__all__ = ["Reference", "Result", "Steps", "heldout_command", "infrastructure", "new_test_files"]
