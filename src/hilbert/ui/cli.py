@@ -2,7 +2,8 @@
 
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`
 (the simulation's, from `hilbert.ui.sim_commands`),
-`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`),
+`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`;
+`report`, from `hilbert.ui.report_command`; which run they are about: `hilbert.ui.run_select`),
 the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`) and `config` (every setting and
 its source, `hilbert.ui.config_command`). Each builds `Settings` once (`load_settings`: its flags on
 top of `HILBERT_*`, `hilbert.toml` and the defaults) and passes it down; `asyncio.run` happens in
@@ -13,13 +14,11 @@ and exit status 2; never a traceback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from hilbert.errors import HilbertError, RunError, UserError
 from hilbert.security.redact import Redactor
 from hilbert.settings import Settings
 from hilbert.ui.config_command import load_settings
+from hilbert.ui.run_select import open_run
 
 
 class _Cli(click.Group):
@@ -301,44 +301,6 @@ def run(
 _RUN = click.option("--run", "run_id", help="Which run (default: the latest).")
 
 
-@contextlib.contextmanager
-def _open_run(db: Path | None, run_id: str | None) -> Iterator[tuple[Any, str]]:
-    """The event log and the run a fleet command is about (the latest unless named)."""
-    from hilbert.store import EventStore
-
-    settings = Settings.load({"db": db})
-    if not settings.db_path.exists():
-        raise UserError(f"no event log at {settings.db_path}", hint="start a run first, or pass --db")
-    with EventStore.open(settings.db_path) as store:
-        runs = store.runs()
-        if not runs or (run_id is not None and run_id not in runs):
-            raise UserError(
-                f"no run {run_id or ''} in {settings.db_path}".replace("  ", " "),
-                hint=f"known runs: {', '.join(runs[-5:]) or 'none'}",
-            )
-        yield store, run_id or _latest(store, runs)
-
-
-def _latest(store: Any, runs: list[str]) -> str:
-    """The one live fleet run, else the newest fleet run still going, else the newest run of any kind.
-    Two live runs or more: refused (one line naming them), never a silent pick of the newer."""
-    from hilbert.fleet.state import Fold
-
-    going = {e.run for e in store.events(kinds=["fleet_started"])} - {
-        e.run for e in store.events(kinds=["fleet_finished"])
-    }
-    # live, or on another host (cannot tell): either could be the one meant
-    live = [run for run in runs if run in going and Fold(store, run).catch_up().process_alive() is not False]
-    if len(live) > 1:
-        raise UserError(
-            f"{len(live)} runs may be live: {', '.join(live)}",
-            hint="name one with --run RUN (`hilbert runs` lists them)",
-        )
-    if live:
-        return live[0]
-    return next((run for run in reversed(runs) if run in going), runs[-1])
-
-
 @cli.command()
 @_DB
 def runs(db: Path | None) -> None:
@@ -371,7 +333,7 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
     from hilbert.fleet.state import Fold
     from hilbert.ui.fleet_views import run_ended, status_lines
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         fold = Fold(store, run)  # each refresh applies only the events since the last
         while True:
             state = fold.catch_up()
@@ -399,7 +361,7 @@ def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
     from hilbert.fleet.state import Fold
     from hilbert.ui.fleet_views import find_agent, run_key, worker_states
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         state = Fold(store, run).catch_up()
         agent = find_agent(state, name)
         deliver(store, run, agent, text, key=run_key(state))
@@ -423,7 +385,7 @@ def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
     from hilbert.fleet.state import Fold
     from hilbert.ui.fleet_views import find_agent
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         agent = find_agent(Fold(store, run).catch_up(), name) if name else EVERYONE
         request_stop(store, run, agent)
         who = agent if name else "every agent, and no new task starts"
@@ -442,7 +404,7 @@ def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
     from hilbert.fleet.state import Fold
     from hilbert.ui.fleet_views import run_ended
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         state = Fold(store, run).catch_up()
         wanted = proposal.strip().upper()
         merge = any(p.merge for p in proposals(store, run) if p.id == wanted)
@@ -469,7 +431,7 @@ def reject(proposal: str, why: str, run_id: str | None, db: Path | None) -> None
     never applied."""
     from hilbert.fleet.proposals import decide
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         decided = decide(store, run, proposal, approve=False, why=why)
         click.echo(f"rejected {decided.summary()} (run {run})")
 
@@ -485,7 +447,7 @@ def logs(name: str, run_id: str | None, db: Path | None, follow: bool) -> None:
     from hilbert.ui.fleet_views import find_agent
     from hilbert.ui.log_view import print_log
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         print_log(store, run=run, agent=find_agent(Fold(store, run).catch_up(), name), follow=follow)
 
 
@@ -501,7 +463,7 @@ def ask(name: str, question: str, run_id: str | None, db: Path | None, model: st
     from hilbert.ui.fleet_commands import ask_command
     from hilbert.ui.fleet_views import find_agent
 
-    with _open_run(db, run_id) as (store, run):
+    with open_run(db, run_id) as (store, run):
         agent = find_agent(Fold(store, run).catch_up(), name)
         settings = Settings.load({"db": db, "lead_model": model})  # who answers: the lead's model
         click.echo(store.redactor.redact(asyncio.run(ask_command(settings, store, run, agent, question))))
@@ -536,10 +498,11 @@ def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: boo
 def _add_commands() -> None:
     from hilbert.ui.config_command import config
     from hilbert.ui.judge_commands import hook, judge
+    from hilbert.ui.report_command import report
     from hilbert.ui.retry_command import retry
     from hilbert.ui.sim_commands import demo, fake_server, sample_project
 
-    for command in (demo, fake_server, sample_project, judge, hook, config, retry):
+    for command in (demo, fake_server, sample_project, judge, hook, config, retry, report):
         cli.add_command(command)
 
 
