@@ -104,6 +104,10 @@ def test_demo_a_lead_and_16_workers_fix_24_bugs_and_the_integration_branch_is_gr
     assert cuts and int(cuts.group(1)) >= 2, out[-3000:]
     assert "after each cut the task state is restated:" in out
     assert "Ramanujan finished after" in out and ": 30 (expected 30)" in out
+    # it ends with the fleet run's report, written where it says (`hilbert report`)
+    report = out.strip().splitlines()[-1].split("one HTML file to open or mail): ")[-1]
+    assert report == str(tmp_path / "run" / "report.html"), out[-500:]
+    assert '<section id="merge-queue">' in Path(report).read_text()
     status = hilbert("status", "--db", "run/hilbert.db", cwd=tmp_path)
     assert status.returncode == 0 and len(status.stdout.strip().splitlines()) >= 24, status.stderr
     # status (the fold) agrees with what the driver did: for each merged task, the one worker whose

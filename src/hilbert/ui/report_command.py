@@ -40,8 +40,8 @@ def report(run_arg: str | None, run_opt: str | None, out: Path, db: Path | None)
         raise UserError(
             f"no folder {out.parent} to write {out.name} in", hint="create it, or pass another -o"
         )
-    from hilbert.ui.report import write_report
-
     with open_run(db, run_arg or run_opt) as (store, run):
+        from hilbert.ui.report import write_report  # matplotlib: only once there is a run to draw
+
         written = write_report(store, run, out)
     click.echo(f"report of run {run}: {written}")

@@ -9,7 +9,8 @@ judge model of another family) sends them back with its reasons, and a review pa
 families reviews what the gate passed; the merge queue lands gated work on
 `hilbert/integration`; escalations go to the lead. Progress
 is printed as it happens; the summary counts what was done, merged, sent back and spent, and the demo
-checks the integration branch itself: a fresh clone of it must pass the whole suite.
+checks the integration branch itself: a fresh clone of it must pass the whole suite. It ends by writing
+the run's report (`hilbert report`, `report.html` in the demo's folder) and printing its path.
 
 Every agent is hilbert's own loop speaking a real wire protocol (official SDKs) to the fake server over
 loopback; `hilbert demo --single` is the one-agent demo (`single.py`).
@@ -184,7 +185,17 @@ async def run_fleet_demo(
     long_db = directory / "context-scene.db"
     kept = await run_context_scene(directory, long_db, runner=runner, echo=_indented)
     _indented(f"its event log: {long_db} (`hilbert log --db {long_db}`)")
+    report = _report(settings.db_path, run, directory / "report.html")
+    click.secho(f"\nThe fleet run's report (one HTML file to open or mail): {report}", bold=True)
     return suite.returncode == 0 and result.all_done and held and kept
+
+
+def _report(db: Path, run: str, path: Path) -> Path:
+    """`hilbert report` of the fleet run (imported here: matplotlib loads only when the demo ends)."""
+    from hilbert.ui.report import write_report
+
+    with EventStore.open(db) as store:
+        return write_report(store, run, path.resolve())
 
 
 def count(store: EventStore, run: str, result: FleetResult) -> Tally:
