@@ -147,8 +147,12 @@ def _funnel(view: RunView) -> str:
 def _reasons(view: RunView) -> str:
     groups = [(g.source, g.reason, str(g.count), ", ".join(g.tasks), g.example) for g in view.reasons]
     retries = [(_utc(r.time), r.task, r.kind, r.decision, r.why) for r in view.retries]
+    note = (
+        '<p class="muted">A stop-gate round counts under each check that failed in it; the judge model is '
+        "a reason of its own only when every check passed.</p>"
+    )
     body = (
-        _table(("where", "reason", "count", "tasks", "example"), groups, numeric=(2,), pre=(4,))
+        note + _table(("where", "reason", "count", "tasks", "example"), groups, numeric=(2,), pre=(4,))
         if groups
         else '<p class="muted">nothing was sent back</p>'
     )

@@ -36,6 +36,7 @@ VERDICT_MARKS = {"done": ("#1b5e20", "o"), "not_done": ("#b71c1c", "x"), "imposs
 JUDGING = "harness (judge, panel)"  # whose spend the harness's events carry
 _WIDTH = 10.0  # inches (the SVG is scaled to the page by CSS)
 _MAX_LABEL = 40
+_MAX_POINTS = 2000
 
 
 def timeline_svg(bars: tuple[Bar, ...]) -> str:
@@ -75,6 +76,7 @@ def spend_svg(points: tuple[SpendPoint, ...]) -> str:
     """The run's cost (left axis) and tokens by kind (right axis), cumulative, over time."""
     figure = Figure(figsize=(_WIDTH, 3.2))
     cost = figure.add_subplot()
+    points = _thinned(points)
     times = [_when(p.time) for p in points]
     cost.step(times, [p.cost_usd for p in points], where="post", color="#c62828", label="cost (USD)")
     cost.set_ylabel("cost (USD)", fontsize=8)
@@ -119,6 +121,13 @@ def agents_svg(agents: tuple[AgentSpend, ...]) -> str:
     for axes in (cost, tokens):
         axes.tick_params(labelsize=7)
     return _svg(figure)
+
+
+def _thinned(points: tuple[SpendPoint, ...]) -> tuple[SpendPoint, ...]:
+    """At most about `_MAX_POINTS` of a long run's points, its last one kept: a page's width shows no
+    more, and each would be a point of the SVG's paths."""
+    step = len(points) // _MAX_POINTS + 1
+    return points if step == 1 else (*points[::step], points[-1])
 
 
 def _uncached(usage: Usage) -> int:
