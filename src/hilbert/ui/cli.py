@@ -357,22 +357,10 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
 @_DB
 def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
     """Send NAME a message; it is delivered at the agent's next turn boundary."""
-    from hilbert.fleet.inbox import send as deliver
-    from hilbert.fleet.state import Fold
-    from hilbert.ui.fleet_views import find_agent, run_key, worker_states
+    from hilbert.ui.fleet_actions import send_message
 
     with open_run(db, run_id) as (store, run):
-        state = Fold(store, run).catch_up()
-        agent = find_agent(state, name)
-        deliver(store, run, agent, text, key=run_key(state))
-        label = worker_states(state).get(agent, state.agents[agent].status)
-        if label in ("working", "judged", "stuck"):
-            click.echo(f"sent to {agent} (run {run}); it reads it before its next model call")
-        else:  # halted, done, dead, ...: nobody reads it now
-            click.echo(
-                f"not read now: {agent} is {label} (run {run}); the message is kept in the log and "
-                f"reaches {agent} only if it works again (a retried task, or `hilbert run --resume {run}`)"
-            )
+        click.echo(send_message(store, run, name, text))
 
 
 @cli.command()
@@ -381,15 +369,10 @@ def send(name: str, text: str, run_id: str | None, db: Path | None) -> None:
 @_DB
 def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
     """Stop one worker (its work is kept), or with no NAME the whole run, cleanly."""
-    from hilbert.fleet.inbox import EVERYONE, request_stop
-    from hilbert.fleet.state import Fold
-    from hilbert.ui.fleet_views import find_agent
+    from hilbert.ui.fleet_actions import stop_agents
 
     with open_run(db, run_id) as (store, run):
-        agent = find_agent(Fold(store, run).catch_up(), name) if name else EVERYONE
-        request_stop(store, run, agent)
-        who = agent if name else "every agent, and no new task starts"
-        click.echo(f"stop requested for {who} (run {run}); unfinished work is archived, never deleted")
+        click.echo(stop_agents(store, run, name))
 
 
 @cli.command()
@@ -400,25 +383,10 @@ def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
     """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message (the
     running fleet applies it if it still applies), or the candidate of a worker that read a peer's
     message (it goes to the merge queue; after the run ended, when you run `hilbert run --resume`)."""
-    from hilbert.fleet.proposals import decide, proposals
-    from hilbert.fleet.state import Fold
-    from hilbert.ui.fleet_views import run_ended
+    from hilbert.ui.fleet_actions import approve_proposal
 
     with open_run(db, run_id) as (store, run):
-        state = Fold(store, run).catch_up()
-        wanted = proposal.strip().upper()
-        merge = any(p.merge for p in proposals(store, run) if p.id == wanted)
-        if merge and (state.finished is not None or run_ended(state)):
-            decided = decide(store, run, proposal, approve=True)
-            click.echo(f"approved {decided.summary()} (run {run}); `hilbert run --resume {run}` merges it")
-            return
-        if state.finished is not None or (run_ended(state) and not state.started):
-            raise UserError(
-                f"run {run} has ended: nothing would apply {proposal}",
-                hint="put the change in the plan and run it again",
-            )
-        decided = decide(store, run, proposal, approve=True)
-        click.echo(f"approved {decided.summary()} (run {run}); the running fleet applies it within seconds")
+        click.echo(approve_proposal(store, run, proposal))
 
 
 @cli.command()
@@ -429,11 +397,10 @@ def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
 def reject(proposal: str, why: str, run_id: str | None, db: Path | None) -> None:
     """Reject PROPOSAL (P1, ...): the scope change the lead made after reading a worker's message is
     never applied."""
-    from hilbert.fleet.proposals import decide
+    from hilbert.ui.fleet_actions import reject_proposal
 
     with open_run(db, run_id) as (store, run):
-        decided = decide(store, run, proposal, approve=False, why=why)
-        click.echo(f"rejected {decided.summary()} (run {run})")
+        click.echo(reject_proposal(store, run, proposal, why))
 
 
 @cli.command()
