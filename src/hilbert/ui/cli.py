@@ -2,7 +2,7 @@
 
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`
 (the simulation's, from `hilbert.ui.sim_commands`),
-`log`, the fleet's (`plan`, `run`, `status`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`;
+`log`, the fleet's (`plan`, `run`, `status`, `top`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`;
 `report`, from `hilbert.ui.report_command`; which run they are about: `hilbert.ui.run_select`),
 the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`) and `config` (every setting and
 its source, `hilbert.ui.config_command`). Each builds `Settings` once (`load_settings`: its flags on
@@ -348,6 +348,21 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
             if not watch or ended:
                 return
             time.sleep(1.0)
+
+
+@cli.command()
+@click.argument("run_id", metavar="[RUN]", required=False)
+@_DB
+@_MODEL
+def top(run_id: str | None, db: Path | None, model: str | None) -> None:
+    """A live terminal UI over a run (the latest unless named), running or finished: the agents table,
+    the selected agent's transcript, verdicts, messages, proposals and budgets; keys a (ask, by --model
+    if given), s (send), x / X (stop the agent / the run), p (approve), q (quit)."""
+    from hilbert.ui.top import TopApp
+
+    with open_run(db, run_id) as (store, run):
+        settings = Settings.load({"db": db, "lead_model": model})  # who answers `ask`: the lead's model
+        TopApp(store, run, settings).run()
 
 
 @cli.command()
