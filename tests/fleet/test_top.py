@@ -147,7 +147,7 @@ def test_the_keys_record_exactly_what_the_commands_record(tmp_path: Path, fleet_
             first = agents_in_order(store)[0]
             proposal(store, first)
             after = store.last_id()
-    text = "please look at T2 again"
+    text = "look at T2"
 
     commands = [["send", first, text], ["stop", first], ["stop"], ["approve", "P1"]]
     said = []
@@ -236,3 +236,10 @@ def test_hilbert_top_in_a_terminal_shows_the_run_stops_it_on_a_key_and_quits_on_
         wait(lambda: tmux(socket, "has-session", "-t", "top").returncode != 0, "hilbert top to exit")
     finally:
         tmux(socket, "kill-server")
+
+
+def test_an_unknown_run_is_refused_in_one_line(tmp_path: Path, fleet_log: Path) -> None:
+    log = copy_log(fleet_log, tmp_path / "log.db")
+    result = CliRunner().invoke(cli, ["top", "run-nope", "--db", str(log)])
+    assert result.exit_code == 2, result.output
+    assert result.output == f"hilbert: error: no run run-nope in {log} — known runs: {RUN}\n"
