@@ -186,7 +186,7 @@ class TopApp(App[None]):
             ]
             if row.name in table.rows:
                 for column, cell in zip(COLUMNS, cells, strict=True):
-                    table.update_cell(row.name, column, Text(cell))
+                    table.update_cell(row.name, column, Text(cell), update_width=True)
             else:
                 table.add_row(*(Text(cell) for cell in cells), key=row.name)
         if self.selected is None and table.row_count:
