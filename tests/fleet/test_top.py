@@ -113,14 +113,16 @@ def test_events_another_writer_appends_appear_within_a_poll(tmp_path: Path, flee
                 await until(pilot, lambda: len(table_rows(app)) == 2, "two agents in the table")
                 turns, tokens = table_rows(app)[first][3:5]
                 (reply,) = writer.put_messages([Message("assistant", "looking again at done.txt")])
-                usage = {"input_tokens": 1000, "output_tokens": 7}
+                usage = {"input_tokens": 1_000_000, "output_tokens": 7}  # a wider number than before
                 writer.append(RUN, first, "model_call", {"usage": usage, "cost_usd": 0.0, "response": reply})
                 writer.append(RUN, "Hypatia", "agent_started", {"task": "T3", "model": "m", "tools": []})
                 send(writer, RUN, first, "one more thing")
                 await until(pilot, lambda: "Hypatia" in table_rows(app), "the new agent's row")
                 now = table_rows(app)[first]
                 assert now[3] == str(int(turns) + 1)
-                assert now[4] == f"{int(tokens.replace(',', '')) + 1007:,}"
+                assert now[4] == f"{int(tokens.replace(',', '')) + 1_000_007:,}"
+                column = app.query_one("#agents", DataTable).columns["tokens"]
+                assert column.content_width >= len(now[4])  # shown whole, not cut at the old width
                 await until(pilot, lambda: "looking again at done.txt" in transcript(app), "the new reply")
                 await until(pilot, lambda: "one more thing" in text_of(app, "messages"), "the message")
 
