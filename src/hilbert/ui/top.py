@@ -144,26 +144,29 @@ class TopApp(App[None]):
         self.proposals: list[Proposal] = []
 
     def compose(self) -> ComposeResult:
-        yield Static(id="run", markup=False)
-        yield DataTable(id="agents", cursor_type="row", zebra_stripes=True)
+        # kept, not queried, so that a poll that fires while the app closes finds its widgets
+        self.texts = {name: Static(id=name, markup=False) for name in ("run", "notice")}
+        self.texts |= {name: Static(id=name, classes="panel", markup=False) for name in ("answer", *TITLES)}
+        self.table: DataTable[Text] = DataTable(id="agents", cursor_type="row", zebra_stripes=True)
+        self.transcript = RichLog(id="transcript", wrap=True, markup=False, max_lines=5000)
+        yield self.texts["run"]
+        yield self.table
         with Horizontal():
-            yield RichLog(id="transcript", wrap=True, markup=False, max_lines=5000)
+            yield self.transcript
             with VerticalScroll(id="side"):
-                yield Static(id="answer", classes="panel", markup=False)
+                yield self.texts["answer"]
                 for panel in TITLES:
-                    yield Static(id=panel, classes="panel", markup=False)
-        yield Static(id="notice", markup=False)
+                    yield self.texts[panel]
+        yield self.texts["notice"]
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#agents", DataTable)
         for column in COLUMNS:
-            table.add_column(column, key=column)
+            self.table.add_column(column, key=column)
         for panel, title in TITLES.items():
-            self.query_one(f"#{panel}", Static).border_title = title
-        answer = self.query_one("#answer", Static)
-        answer.border_title, answer.display = "answer", False
-        self.query_one("#transcript", RichLog).border_title = "transcript (select an agent)"
+            self.texts[panel].border_title = title
+        self.texts["answer"].border_title, self.texts["answer"].display = "answer", False
+        self.transcript.border_title = "transcript (select an agent)"
         self.refresh_view()
         self.set_interval(self.poll_s, self.refresh_view)
 
@@ -172,8 +175,8 @@ class TopApp(App[None]):
     def refresh_view(self) -> None:
         """Catch up with the log: the run's line, the table, the panels, the selected transcript."""
         state = self.fold.catch_up()
-        self.query_one("#run", Static).update(run_line(state))
-        table = self.query_one("#agents", DataTable)
+        self.texts["run"].update(run_line(state))
+        table = self.table
         for row in agent_rows(state, self.clock()):
             cells = [
                 row.name,
@@ -205,14 +208,14 @@ class TopApp(App[None]):
         self._follow_transcript()
 
     def _panel(self, panel: str, lines: list[str]) -> None:
-        self.query_one(f"#{panel}", Static).update("\n".join(lines) or EMPTY[panel])
+        self.texts[panel].update("\n".join(lines) or EMPTY[panel])
 
     def select(self, agent: str) -> None:
         """Show `agent`'s transcript from its first event."""
         if agent == self.selected:
             return
         self.selected, self.transcript_after = agent, 0
-        transcript = self.query_one("#transcript", RichLog)
+        transcript = self.transcript
         transcript.clear()
         transcript.border_title = f"transcript: {agent}"
         self._follow_transcript()
@@ -220,7 +223,7 @@ class TopApp(App[None]):
     def _follow_transcript(self) -> None:
         if self.selected is None:
             return
-        transcript = self.query_one("#transcript", RichLog)
+        transcript = self.transcript
         while batch := self.store.events(
             run=self.run_id, agent=self.selected, after_id=self.transcript_after, limit=1000
         ):
@@ -235,7 +238,7 @@ class TopApp(App[None]):
     # -- the person's keys: each the command of the same name ---------------------------------------
 
     def say(self, line: str) -> None:
-        self.query_one("#notice", Static).update(line)
+        self.texts["notice"].update(line)
 
     def _do(self, action: Callable[[], str]) -> None:
         try:
@@ -301,7 +304,7 @@ class TopApp(App[None]):
         self.push_screen(Ask(f"ask about {agent}:", "How is it going?"), asked)
 
     async def _answer(self, agent: str, question: str) -> None:
-        panel = self.query_one("#answer", Static)
+        panel = self.texts["answer"]
         try:
             reply = await ask_command(self.settings, self.store, self.run_id, agent, question)
         except HilbertError as error:
