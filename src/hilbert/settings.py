@@ -5,7 +5,8 @@
     Settings            home, db, model, lead_model, judge_model, unsandboxed, families, prices
     ├── fleet           FleetSettings: workers, attempts, the merge batch, the run's cost cap, the lead,
     │                   the disk's floor and reserve
-    ├── budgets         BudgetSettings: one agent's turns and cost, retries of a model call
+    ├── budgets         BudgetSettings: one agent's turns and cost, retries of a model call, a fleet
+    │                   run's caps per run, agent, task and spend rate (also `[budget]`)
     ├── gate            GateSettings: how often the stop gate sends one attempt back
     ├── panel           PanelSettings: the review panel's models, its size, the paths it reviews
     ├── liveness        LivenessSettings: when a quiet worker is nudged, reported stuck, restarted
@@ -120,6 +121,26 @@ class BudgetSettings:
     max_turns: int = field(default=60, metadata=_at_least(1))  # model calls
     max_cost_usd: float = field(default=5.0, metadata=_positive())  # `hilbert agent`'s cap
     model_max_attempts: int = field(default=6, metadata=_at_least(1))  # tries of one model call
+    # a fleet run's caps (`hilbert.fleet.budget`), 0: none. Per run, per agent, per task (all its
+    # attempts and reopenings): dollars, tokens (input + output; cache reads counted apart), model
+    # calls, wall seconds; and a spend rate. Soft (the work waits for `hilbert approve`) unless named
+    # in `hard` (the work halts, kept). Also `[budget]`, and `hilbert run --budget CAP=VALUE`.
+    run_usd: float = field(default=0.0, metadata=_at_least(0))
+    run_tokens: int = field(default=0, metadata=_at_least(0))
+    run_turns: int = field(default=0, metadata=_at_least(0))
+    run_wall_s: float = field(default=0.0, metadata=_at_least(0))
+    agent_usd: float = field(default=0.0, metadata=_at_least(0))
+    agent_tokens: int = field(default=0, metadata=_at_least(0))
+    agent_turns: int = field(default=0, metadata=_at_least(0))
+    agent_wall_s: float = field(default=0.0, metadata=_at_least(0))
+    task_usd: float = field(default=0.0, metadata=_at_least(0))
+    task_tokens: int = field(default=0, metadata=_at_least(0))
+    task_turns: int = field(default=0, metadata=_at_least(0))
+    task_wall_s: float = field(default=0.0, metadata=_at_least(0))
+    rate_usd_per_hour: float = field(default=0.0, metadata=_at_least(0))  # dollars in any rolling hour
+    rate_tokens: int = field(default=0, metadata=_at_least(0))  # tokens in any rolling `rate_window_s`
+    rate_window_s: float = field(default=60.0, metadata=_positive())
+    hard: tuple[str, ...] = ()  # caps that halt instead of asking: hard = ["run_usd"]
 
 
 @dataclass(frozen=True)
@@ -219,6 +240,7 @@ ALIASES = {  # flat keys of earlier versions (and their HILBERT_* variables) -> 
     "model_timeout_s": "timeouts.model_s",
 }
 TABLES = ("families", "prices")  # top-level tables: hilbert.toml only
+SECTION_ALIASES = {"budget": "budgets"}  # `[budget]` and `HILBERT_BUDGET__RUN_USD` name [budgets]
 
 
 @dataclass(frozen=True)
@@ -326,6 +348,7 @@ def _flatten(table: Mapping[str, Any], source: str) -> dict[str, Any]:
     """The toml file's values by key (`fleet.workers`), aliases resolved; unknown keys refused."""
     found: dict[str, Any] = {}
     for name, value in table.items():
+        name = SECTION_ALIASES.get(name, name) if isinstance(value, dict) else name
         if isinstance(value, dict) and name not in (*SECTIONS, *TABLES):
             nearest = difflib.get_close_matches(name, [*SECTIONS, *TABLES], n=1)
             hint = f"did you mean [{nearest[0]}]?" if nearest else f"sections: {', '.join(SECTIONS)}"
@@ -372,6 +395,9 @@ def _key(given: str, value: Any, source: str) -> str:
         raise ConfigError(
             f"{source}: {given} is a section, not a value", hint=f"write [{given}] and its keys"
         )
+    section, _, rest = given.rpartition(".")
+    if section in SECTION_ALIASES:
+        given = f"{SECTION_ALIASES[section]}.{rest}"
     known = known_keys()
     if given in known:
         return given
@@ -453,6 +479,14 @@ def _describe(hint_type: Any) -> str:
 
 def _check(settings: Settings) -> None:
     """The checks that span a value's range in ways a bound cannot say."""
+    caps = [f.name for f in fields(BudgetSettings) if f.name.startswith(("run_", "agent_", "task_", "rate_"))]
+    for hard in settings.budgets.hard:
+        if hard not in caps or hard == "rate_window_s":
+            nearest = difflib.get_close_matches(hard, caps, n=1)
+            raise ConfigError(
+                f"{settings.source('budgets.hard')}: budgets.hard names {hard!r}, which is not a cap",
+                hint=f"did you mean {nearest[0]}?" if nearest else f"caps: {', '.join(caps)}",
+            )
     tokens = settings.context.repository_map_tokens
     if tokens < 0 or 0 < tokens < MIN_REPOSITORY_MAP_TOKENS:
         where = settings.source("context.repository_map_tokens")

@@ -351,7 +351,10 @@ def test_a_worker_with_no_event_for_long_is_stuck_and_one_whose_run_process_died
         alive, died = Fold(store, "alive").catch_up(), Fold(store, "died").catch_up()
         assert worker_states(alive) == {"Poincaré": "working"} and not run_ended(alive)
         later = time.time() + STUCK_AFTER_S + 1
-        assert worker_states(alive, now=later) == {"Poincaré": "stuck"}
+        # its first model call is in flight: money is being spent, it is not stuck
+        assert worker_states(alive, now=later) == {"Poincaré": "thinking"}
+        store.append("alive", "Poincaré", "model_call", {"usage": {}, "cost_usd": 0.0})  # its tools run
+        assert worker_states(Fold(store, "alive").catch_up(), now=later) == {"Poincaré": "stuck"}
         assert worker_states(died) == {"Poincaré": "dead"} and run_ended(died)
 
 
@@ -427,7 +430,7 @@ def test_runs_lists_each_run_and_commands_refuse_to_guess_between_two_live_ones(
     listed = hilbert("runs", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.strip().splitlines()
-    assert header.split() == ["RUN", "STATE", "AGE", "DONE", "NEEDS", "YOU", "REPOSITORY"]
+    assert header.split() == ["RUN", "STATE", "AGE", "DONE", "NEEDS", "YOU", "SPENT", "REPOSITORY"]
     assert [row.split()[:2] for row in rows] == [
         ["run-a", "live"],
         ["run-b", "live"],

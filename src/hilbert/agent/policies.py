@@ -31,6 +31,7 @@ Cause = Literal[
     "turn_limit",
     "cost_limit",
     "cost_cap",  # the run's shared cap
+    "budget",  # a fleet's budget: a hard cap reached, or the person refused to raise a soft one
     "person",  # the person (or the run's stop) asked it to stop
     "impossible",  # the judge says the task cannot be done
     "gate_refused",  # the stop gate refused its stops for every allowed round

@@ -1,6 +1,6 @@
 """One worker's attempt at a task: its workspace, prompt, tools (with `send_message`), policies (budget,
-cost pool, inbox, reminders, the stop gate) and hilbert's agent loop — restarted from its workspace
-and the log when it crashes or hangs, and resumed the same way when the run's process died.
+cost pool, the fleet's budgets, inbox, reminders, the stop gate) and hilbert's agent loop — restarted
+from its workspace and the log when it crashes or hangs, and resumed the same way when the run's process died.
 
 `Attempts` is the local asyncio `Runtime` (`fleet.seams`); `HilbertLoop` is hilbert's `Worker`, the
 stop gate its `on_stop` policy. Given an `External` worker instead, each attempt runs it gated when it
@@ -25,6 +25,7 @@ from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools
 from hilbert.context.policy import compaction_for
 from hilbert.errors import RunError
+from hilbert.fleet.budget import BudgetGuard, Caps
 from hilbert.fleet.context import RunContext
 from hilbert.fleet.events import AttemptResumed, TaskAttempted, TaskStarted, WorkerRestarted
 from hilbert.fleet.inbox import Inbox
@@ -188,7 +189,10 @@ class Attempts:
         while True:
             spend = SharedCostLimit(ctx.cost)
             used = ctx.state.agents[name.display].turns if name.display in ctx.state.agents else 0
-            self.watches[task.id] = Watch(name.display, task.id, time.time(), busy=lambda: gate.judging)
+            caps = Caps.of(ctx.settings.budgets)
+            guard = BudgetGuard(ctx.fold.catch_up, ctx.record, caps, name.display, task.id)
+            waits = lambda guard=guard: gate.judging or guard.waiting is not None  # noqa: E731  (not hung)
+            self.watches[task.id] = Watch(name.display, task.id, time.time(), busy=waits)
             worker = HilbertLoop(
                 ctx.run,
                 ctx.store,
@@ -198,6 +202,7 @@ class Attempts:
                     TurnLimit(max(0, (budget.turns or ctx.settings.budgets.max_turns) - used)),
                     *([CostLimit(budget.usd)] if budget.usd else []),
                     spend,
+                    guard,  # the fleet's budgets (`fleet.budget`): waits for the person, or halts
                     PeerSnapshot(ctx, inbox, task.id, name.display, checkout),
                     Reminders(task.verify, acceptance_items(task.description, task.verify)),
                     compaction_for(ctx.settings.context.strategy, model=ctx.models.worker, store=ctx.store),

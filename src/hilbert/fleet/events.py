@@ -587,3 +587,36 @@ class MessageRejected(FleetEvent):
 class StopRequested(FleetEvent):
     to: str = "*"
     why: str = ""  # when the harness asked (the disk filled): what the halted agent's log says
+
+
+# -- budgets (`hilbert.fleet.budget`) --------------------------------------------------------------
+
+
+@kind("budget_asked")
+class BudgetAsked(FleetEvent):
+    """A soft cap was reached: the work it covers waits until the person raises it or refuses."""
+
+    id: str = ""  # B1, B2, ... (one counter with `budget_halted`)
+    cap: str = ""  # the setting: task_usd, run_tokens, rate_usd_per_hour, ...
+    scope: str = ""  # the task's id, the agent's name, "" for the run (and a rate)
+    limit: float = 0.0  # the cap as it was (raises included)
+    spent: float = 0.0
+    agent: str = ""  # the agent that reached it first
+    task: str = ""
+
+
+@kind("budget_halted")
+class BudgetHalted(BudgetAsked):
+    """A hard cap was reached: the work it covers halts, kept; a raise lets `hilbert retry` go on."""
+
+
+@kind("budget_raised")
+class BudgetRaised(FleetEvent):  # the person's `hilbert approve B1 [--by N]`
+    id: str = ""
+    by: float = 0.0
+
+
+@kind("budget_refused")
+class BudgetRefused(FleetEvent):  # the person's `hilbert reject B1`: the waiting work halts, kept
+    id: str = ""
+    why: str = ""

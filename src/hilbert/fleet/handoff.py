@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hilbert.errors import RunError, UserError
+from hilbert.fleet.budget_lines import budget_lines
 from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.state import FleetState
 from hilbert.store import EventStore
@@ -112,6 +113,7 @@ async def describe(store: EventStore, state: FleetState, integration: Path, git:
         f"{len(merged)} of {len(state.plan.tasks)} tasks merged by the hilbert run `{state.run}` "
         f"from `{state.started.base[:12]}`; cost {cost}."
     )
+    lines += ["", "Spend and budgets:", *(f"- {line.strip()}" for line in budget_lines(state, ended=True))]
     final = final_summary(state.final_checks[-1] if state.final_checks else None)
     lines += ["", *(f"- {line.strip()}" if n else line for n, line in enumerate(final))] if final else []
     for task in state.plan.tasks:

@@ -66,12 +66,12 @@ def changed(state: TaskState, status: Status | None = None) -> TaskStateChanged:
 def after_attempt(
     task: Task, state: TaskState, outcome: AttemptOutcome, *, max_attempts: int
 ) -> list[FleetEvent]:
-    """A candidate goes to the merge queue (verifying); a stop by the person or the cost cap is theirs,
-    not the lead's (escalated, recorded as stopped); the judge's `impossible` goes to the lead at once;
-    anything else is a failed attempt."""
+    """A candidate goes to the merge queue (verifying); a stop by the person, the cost cap or a budget
+    is theirs, not the lead's (escalated, recorded as stopped); the judge's `impossible` goes to the
+    lead at once; anything else is a failed attempt."""
     if outcome.candidate is not None:
         return [changed(state, "verifying")]
-    if outcome.cause in ("person", "cost_cap"):
+    if outcome.cause in ("person", "cost_cap", "budget"):
         return [TaskStopped(task=task.id, why=outcome.reason), changed(state, "escalated")]
     if outcome.cause == "impossible":
         return [

@@ -22,6 +22,7 @@ from typing import Any
 from hilbert.agent.policies import AgentResult
 from hilbert.commands import Runner
 from hilbert.fleet.attempt import Attempts
+from hilbert.fleet.budget import Caps, run_stopped
 from hilbert.fleet.context import Models
 from hilbert.fleet.crash import Crashes
 from hilbert.fleet.disk import DiskGuard
@@ -108,6 +109,7 @@ class _Driver:
         self.disk = DiskGuard(self.ctx.root, self.ctx.settings.fleet, record=self.ctx.record, running=running)
         self.batch: tuple[int, dict[str, Candidate]] = (0, {})  # the merge's: the disk's spells, candidates
         self.final = FinalCheck(self.ctx)
+        self.caps = Caps.of(self.ctx.settings.budgets)
 
     def start(self, task_id: str, name: Name, resumed: Any = None) -> None:
         self.names[task_id] = name
@@ -141,7 +143,11 @@ class _Driver:
         try:
             while True:  # until nothing runs and nothing can start
                 state = ctx.fold.catch_up()
-                stopping = EVERYONE in state.stops or ctx.cost.spent_usd >= ctx.cost.max_usd
+                stopping = (
+                    EVERYONE in state.stops
+                    or ctx.cost.spent_usd >= ctx.cost.max_usd
+                    or run_stopped(state, self.caps)  # a hard or refused run-wide budget (`fleet.budget`)
+                )
                 self.record(self.to_person(state, stopping))  # escalations no lead will answer
                 state = ctx.fold.catch_up()
                 assert state.plan is not None

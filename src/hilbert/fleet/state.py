@@ -5,8 +5,9 @@ applies only the events newer than the last it saw.
 each attempt (its worker, base, workspace, gate rounds, last verdict and candidate, how it ended),
 why a task's last attempt did not land, the lead's notes, which escalations the lead was shown, the
 merge queue (candidates waiting, a landing not yet confirmed), each agent's turns, tokens, spend and
-status, the run's spend, stop requests, the orchestrator's pid and host. Nothing else keeps these
-facts: the driver, `hilbert status`, `ask`, `logs` and later views each hold a `Fold`.
+status, the run's spend (per agent and task too, with the budgets' questions: `hilbert.fleet.spend`),
+stop requests, the orchestrator's pid and host. Nothing else keeps these facts: the driver,
+`hilbert status`, `ask`, `logs` and later views each hold a `Fold`.
 
 `apply` changes `state` in place and returns it: a fresh copy per event would cost O(tasks) for every
 event of a million-event log. A state belongs to one reader. Kinds it does not know change nothing.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hilbert.fleet import events as ev
+from hilbert.fleet import spend as sp
 from hilbert.fleet.inbox import EVERYONE, LEAD
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
@@ -85,6 +87,7 @@ class AgentView:
     external: bool = False  # not hilbert's loop (`fleet.seams`): no model calls of its own in the log
     delivered: int = 0  # the id of the last message its inbox delivered (`Inject.source`)
     unpriced: bool = False  # a model call on a model with no known price: its cost is not known
+    calling: bool = False  # its next step is a model call (in flight, or its policies before it)
 
     @property
     def usage(self) -> Usage:
@@ -131,6 +134,7 @@ class FleetState:
     final_checks: list[ev.FinalChecked] = field(default_factory=list)  # ... and at the tip, each round
     agents: dict[str, AgentView] = field(default_factory=dict)
     spent_usd: float = 0.0
+    spend: sp.Spend = field(default_factory=sp.Spend)  # per run, agent and task; budgets' questions
     stops: set[str] = field(default_factory=set)  # whom the person asked to stop ("*": everyone)
     workers_used: list[str] = field(default_factory=list)  # worker ids, in order
     pid: int = 0
@@ -189,11 +193,18 @@ class FleetState:
 def apply(state: FleetState, event: Event) -> FleetState:
     """Fold one committed event into `state` (in place) and return it."""
     state.last_id = max(state.last_id, event.id)
+    if event.kind in sp.KINDS:  # what the run, its agents and tasks spent (`fleet.spend`)
+        attempt = state.attempts.get(event.agent)
+        sp.observe(state.spend, event, attempt.task if attempt is not None else None)
+    else:
+        state.spend.last_time = event.time
     agent = _AGENT_KINDS.get(event.kind)
     if agent is not None:
         agent(state, event)
         return state
     record = ev.decode(event)
+    if isinstance(record, ev.BudgetRaised | ev.BudgetRefused) and event.agent != PERSON:
+        return state  # only the person answers a budget's question
     if record is not None:
         handler = _HANDLERS.get(type(record))
         if handler is not None:
@@ -233,11 +244,13 @@ def _agent_started(state: FleetState, event: Event) -> None:
     view.status, view.claim, view.reason, view.finishing = "running", None, None, False
     view.task, view.model = event.data.get("task"), event.data.get("model")
     view.external = bool(event.data.get("external"))
+    view.calling = True
 
 
 def _model_call(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
     view.turns += 1
+    view.calling = False  # its tools run now
     data = event.data
     cost = float(data.get("cost_usd") or 0.0)
     view.add(data.get("usage") or {}, cost)
@@ -253,6 +266,7 @@ def _tool_result(state: FleetState, event: Event) -> None:
     view.tool_calls += 1
     view.tool_errors += bool(event.data.get("is_error"))
     view.finishing = event.data.get("name") == "finish" and not event.data.get("is_error")
+    view.calling = not view.finishing
 
 
 def _compacted(state: FleetState, event: Event) -> None:
@@ -271,7 +285,7 @@ def _agent_stopped(state: FleetState, event: Event) -> None:
         data.get("claim"),
         data.get("reason"),
     )
-    view.cause, view.finishing = str(data.get("cause") or ""), False
+    view.cause, view.finishing, view.calling = str(data.get("cause") or ""), False, False
     if view.external:  # a worker that is not hilbert's loop logs no model calls: its spend is here
         cost = float(data.get("cost_usd") or 0.0)
         view.add(data.get("usage") or {}, cost)
@@ -287,6 +301,7 @@ def _injected(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
     source = int(event.data.get("source") or 0)
     view.delivered = max(view.delivered, source)
+    view.calling = True
     sender = state.peer_messages.get(source)
     attempt = state.attempts.get(event.agent)
     if sender is not None and sender != event.agent and attempt is not None and attempt.ended is None:
@@ -553,6 +568,10 @@ _HANDLERS: dict[type, Any] = {
     ev.AgentMessage: _peer_message,
     ev.ProposalHeld: _proposal,
     ev.ProposalApplied: _proposal,
+    ev.BudgetAsked: lambda state, e: sp.asked(state.spend, e),
+    ev.BudgetHalted: lambda state, e: sp.asked(state.spend, e),
+    ev.BudgetRaised: lambda state, e: sp.raised(state.spend, e),
+    ev.BudgetRefused: lambda state, e: sp.refused(state.spend, e),
 }
 
 

@@ -193,6 +193,12 @@ def plan(goal: str, repo: Path, out: Path | None, force: bool, **options: Any) -
     help="The whole run's cost cap in USD (default 50): workers halt (work kept) once it is spent.",
 )
 @click.option(
+    "--budget",
+    metavar="CAP=VALUE",
+    multiple=True,
+    help="A budget cap ([budgets] in hilbert.toml): task_usd=2, run_tokens=1000000, agent_wall_s=900, ...",
+)
+@click.option(
     "--test-command", help='The project\'s tests, run by the merge queue (default "python -m pytest -q").'
 )
 @click.option(
@@ -392,16 +398,20 @@ def stop(name: str | None, run_id: str | None, db: Path | None) -> None:
 
 @cli.command()
 @click.argument("proposal")
+@click.option(
+    "--by", type=float, help="A budget question (B1): raise its cap by this much (default: as set)."
+)
 @_RUN
 @_DB
-def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
+def approve(proposal: str, by: float | None, run_id: str | None, db: Path | None) -> None:
     """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message (the
     running fleet applies it if it still applies), or the candidate of a worker that read a peer's
-    message (it goes to the merge queue; after the run ended, when you run `hilbert run --resume`)."""
+    message (it goes to the merge queue; after the run ended, when you run `hilbert run --resume`);
+    or raise the cap of a budget question (B1, ...): the work waiting on it goes on."""
     from hilbert.ui.fleet_actions import approve_proposal
 
     with open_run(db, run_id) as (store, run):
-        click.echo(approve_proposal(store, run, proposal))
+        click.echo(approve_proposal(store, run, proposal, by=by))
 
 
 @cli.command()
@@ -411,7 +421,8 @@ def approve(proposal: str, run_id: str | None, db: Path | None) -> None:
 @_DB
 def reject(proposal: str, why: str, run_id: str | None, db: Path | None) -> None:
     """Reject PROPOSAL (P1, ...): the scope change the lead made after reading a worker's message is
-    never applied."""
+    never applied; or refuse to raise the cap of a budget question (B1, ...): the work waiting on it
+    halts, kept."""
     from hilbert.ui.fleet_actions import reject_proposal
 
     with open_run(db, run_id) as (store, run):

@@ -42,8 +42,15 @@ def load_settings(**options: Any) -> Settings:
     from hilbert.context.strategies import strategy_named
     from hilbert.context.tokens import Approximate
 
+    budgets = options.pop("budget", None) or ()  # `--budget CAP=VALUE`, repeatable
     overrides = {FLAGS[name][0]: value for name, value in options.items()}
     flags = {FLAGS[name][0]: FLAGS[name][1] for name in options}
+    for given in budgets:
+        cap, equals, value = given.partition("=")
+        if not equals or not cap.strip():
+            raise ConfigError(f"--budget {given!r} is not CAP=VALUE", hint="e.g. --budget task_usd=2")
+        key = f"budgets.{cap.strip()}"
+        overrides[key], flags[key] = value.strip(), "--budget"
     settings = Settings.load(overrides, flags=flags)
     try:  # a bad spec is refused before anything runs
         strategy_named(settings.context.strategy, tokens=TokenCache(Approximate()))

@@ -11,12 +11,15 @@ Each function appends the person's event to the run's log (`hilbert.fleet.inbox`
 from __future__ import annotations
 
 from hilbert.errors import UserError
+from hilbert.fleet.budget_lines import answer_budget
 from hilbert.fleet.inbox import EVERYONE, request_stop
 from hilbert.fleet.inbox import send as deliver
 from hilbert.fleet.proposals import decide, proposals
 from hilbert.fleet.state import Fold
 from hilbert.store import EventStore
 from hilbert.ui.fleet_views import find_agent, run_ended, run_key, worker_states
+
+BUDGET_QUESTION = "B"  # B1, B2, ...: a budget's question (`hilbert.fleet.budget`); proposals are P1, ...
 
 
 def send_message(store: EventStore, run: str, name: str, text: str) -> str:
@@ -25,7 +28,7 @@ def send_message(store: EventStore, run: str, name: str, text: str) -> str:
     agent = find_agent(state, name)
     deliver(store, run, agent, text, key=run_key(state))
     label = worker_states(state).get(agent, state.agents[agent].status)
-    if label in ("working", "judged", "stuck"):
+    if label in ("working", "thinking", "judged", "stuck", "paused"):
         return f"sent to {agent} (run {run}); it reads it before its next model call"
     # halted, done, dead, ...: nobody reads it now
     return (
@@ -42,11 +45,14 @@ def stop_agents(store: EventStore, run: str, name: str | None) -> str:
     return f"stop requested for {who} (run {run}); unfinished work is archived, never deleted"
 
 
-def approve_proposal(store: EventStore, run: str, proposal: str) -> str:
+def approve_proposal(store: EventStore, run: str, proposal: str, *, by: float | None = None) -> str:
     """The person's approval of `proposal` (P1, ...): a held scope change the running fleet applies, or
-    a held candidate that goes to the merge queue (after the run ended: when it is resumed)."""
+    a held candidate that goes to the merge queue (after the run ended: when it is resumed); or of a
+    budget question (B1, ...): its cap raised `by` (default: as set), the work waiting on it goes on."""
     state = Fold(store, run).catch_up()
     wanted = proposal.strip().upper()
+    if wanted.startswith(BUDGET_QUESTION):
+        return answer_budget(store, state, wanted, approve=True, by=by, ended=run_ended(state))
     merge = any(p.merge for p in proposals(store, run) if p.id == wanted)
     if merge and (state.finished is not None or run_ended(state)):
         decided = decide(store, run, proposal, approve=True)
@@ -61,6 +67,9 @@ def approve_proposal(store: EventStore, run: str, proposal: str) -> str:
 
 
 def reject_proposal(store: EventStore, run: str, proposal: str, why: str = "") -> str:
-    """The person's rejection of `proposal`: never applied; the lead is told `why`."""
+    """The person's rejection of `proposal`: never applied; the lead is told `why`. A budget question
+    (B1, ...): its cap stays, and the work waiting on it halts, kept."""
+    if proposal.strip().upper().startswith(BUDGET_QUESTION):
+        return answer_budget(store, Fold(store, run).catch_up(), proposal, approve=False, why=why)
     decided = decide(store, run, proposal, approve=False, why=why)
     return f"rejected {decided.summary()} (run {run})"

@@ -21,6 +21,8 @@ from hilbert.agent.loop import run_agent
 from hilbert.agent.policies import TurnLimit
 from hilbert.commands import Runner
 from hilbert.errors import UserError
+from hilbert.fleet.budget import DOLLARS, Caps
+from hilbert.fleet.budget_lines import budget_lines
 from hilbert.fleet.crash import Crashes
 from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.handoff import check_target, deliver, describe, how_to_look, result_branch
@@ -359,6 +361,10 @@ async def _drive(
     into: str | None = None,
     snapshot: bool = False,
 ) -> FleetResult:
+    prices = PriceTable.default().with_overrides(settings.prices)
+    named = [settings.model, settings.lead_model, settings.judge_model, *settings.panel.reviewers]
+    unpriced = list(dict.fromkeys(n for n in named if n and not prices.known(n)))
+    refuse_unpriced(settings, unpriced)
     model, lead_model, judge_model, panel = await run_models(settings)
     with EventStore.open(settings.db_path) as store:
         if repo is not None:
@@ -371,9 +377,7 @@ async def _drive(
                 )
         if snapshot:
             echo(f"the run starts from a snapshot of the uncommitted changes in {repo} (--allow-dirty)")
-        prices = PriceTable.default().with_overrides(settings.prices)
-        named = [settings.model, settings.lead_model, settings.judge_model, *settings.panel.reviewers]
-        for name in dict.fromkeys(n for n in named if n and not prices.known(n)):
+        for name in unpriced:
             echo(
                 f"note: no price known for {name}: its cost shows as $? and the cost cap cannot stop it"
                 f' (add [prices."{name.split("@")[0]}"] to hilbert.toml)'
@@ -428,7 +432,9 @@ async def _drive(
                 echo(f"\ninterrupted: in-flight work is kept. Resume it with: hilbert run --resume {run}")
             raise
         left = pending_lines(store, run, ended=True)
-        yours = [store.redactor.redact(line) for line in person_summary(Fold(store, run).catch_up())]
+        folded = Fold(store, run).catch_up()
+        yours = [store.redactor.redact(line) for line in person_summary(folded)]
+        spend = budget_lines(folded, ended=True)
     done = sum(state.status == "done" for state in result.states.values())
     redact = store.redactor.redact
     echo(f"\n{done} of {len(result.states)} tasks merged onto {INTEGRATION} in {result.integration_repo}")
@@ -439,7 +445,7 @@ async def _drive(
         )
     if yours:
         echo("what needs you:")
-    for line in [*yours, *final_summary(result.final), *left]:
+    for line in [*yours, *final_summary(result.final), *left, *spend]:
         echo(line)
     if not result.interrupted:
         await _hand_off(settings, run, root, result, echo, done=done, into=into)
@@ -471,6 +477,20 @@ async def _hand_off(
     for line in how_to_look(delivered):
         echo(line)
     echo(f"  a PR description: {description}")
+
+
+def refuse_unpriced(settings: Settings, unpriced: list[str]) -> None:
+    """A run with a dollar budget cannot count what a model with no known price spends: refused."""
+    caps = Caps.of(settings.budgets)
+    if caps.dollars and unpriced:
+        cap = next(c for c in DOLLARS if caps.limits[c] > 0)
+        key = unpriced[0].split("@")[0]
+        raise UserError(
+            f"no price known for {unpriced[0]}: the run's dollar budget (budgets.{cap}) could not count "
+            "what it spends",
+            hint=f'price it in hilbert.toml: [prices."{key}"] input = ..., output = ... (USD per million '
+            "tokens), or drop the dollar caps",
+        )
 
 
 def _is_repo(repo: Path) -> bool:

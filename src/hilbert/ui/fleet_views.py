@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from hilbert.errors import UserError
+from hilbert.fleet.budget_lines import budget_lines, short_spend, waits
 from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.names import Name, lookup, to_id
 from hilbert.fleet.person import summary as person_summary
@@ -42,9 +43,10 @@ def run_label(state: FleetState) -> str:
 
 
 def runs_table(states: list[FleetState], started_at: dict[str, float], now: float | None = None) -> list[str]:
-    """`hilbert runs`: one line per fleet run, oldest first — id, state, age, tasks done, repository."""
+    """`hilbert runs`: one line per fleet run, oldest first — id, state, age, tasks done, the tasks
+    that need you, what it spent, repository."""
     now = time.time() if now is None else now
-    lines = [f"{'RUN':<30} {'STATE':<12} {'AGE':>6}  {'DONE':<7} {'NEEDS YOU':<10} REPOSITORY"]
+    lines = [f"{'RUN':<30} {'STATE':<12} {'AGE':>6}  {'DONE':<7} {'NEEDS YOU':<10} {'SPENT':<10} REPOSITORY"]
     for state in states:
         assert state.started is not None
         done = sum(s.status == "done" for s in state.states.values())
@@ -52,7 +54,8 @@ def runs_table(states: list[FleetState], started_at: dict[str, float], now: floa
         label = run_label(state) + (f" {state.pid}" if run_label(state) == "live" else "")
         lines.append(
             f"{state.run:<30} {label:<12} {_age(now - started_at.get(state.run, now)):>6}  "
-            f"{f'{done}/{len(state.states)}':<7} {','.join(yours) or '-':<10} {state.started.repo}"
+            f"{f'{done}/{len(state.states)}':<7} {','.join(yours) or '-':<10} {short_spend(state):<10} "
+            f"{state.started.repo}"
         )
     return lines
 
@@ -68,10 +71,12 @@ def worker_states(
     state: FleetState, now: float | None = None, stuck_after_s: float = STUCK_AFTER_S
 ) -> dict[str, str]:
     """Each agent's state: `working`; `judged` (it called finish and the harness is checking); `stuck`
-    (working, but no event for `stuck_after_s`); `dead` (its loop never stopped but the run's process
-    is gone); `waiting` (its checked work waits in the merge queue); `done` (its work merged); `sent
-    back` (its work did not land: a conflict or red checks); else how its loop ended (`halted`, ...).
-    Each is about the agent's own attempt, whoever else worked on the same task."""
+    (working, but no event for `stuck_after_s`; `thinking` instead while a model call is in flight: money
+    is being spent); `paused` (a budget's question waits for the person, `hilbert.fleet.budget`); `dead`
+    (its loop never stopped but the run's process is gone); `waiting` (its checked work waits in the merge
+    queue); `done` (its work merged); `sent back` (its work did not land: a conflict or red checks); else
+    how its loop ended (`halted`, ...). Each is about the agent's own attempt, whoever else worked on the
+    same task."""
     now = time.time() if now is None else now
     gone = run_ended(state) if state.started is not None else False
     states = {}
@@ -84,8 +89,12 @@ def worker_states(
                 states[agent] = "dead"
             elif view.finishing:
                 states[agent] = "judged"
+            elif waits(state, agent):
+                states[agent] = "paused"
+            elif now - view.last_event_at > stuck_after_s:
+                states[agent] = "thinking" if view.calling else "stuck"
             else:
-                states[agent] = "stuck" if now - view.last_event_at > stuck_after_s else "working"
+                states[agent] = "working"
         elif attempt is not None and attempt.candidate:
             task = state.states.get(attempt.task)
             queued = (
@@ -100,8 +109,8 @@ def worker_states(
 
 def status_lines(state: FleetState, now: float | None = None) -> list[str]:
     """The run's line (tasks by state; interrupted and how to resume it; what changed at resumes; tasks
-    escalated together with another), then one line per agent: name, task, state, turns, tokens, cost,
-    age of its last event."""
+    escalated together with another; spend, budgets and their questions), then one line per agent:
+    name, task, state, turns, tokens (cache reads apart), cost, age of its last event."""
     now = time.time() if now is None else now
     lines = []
     if state.started is not None:
@@ -122,6 +131,7 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
             lines.append(f"  pending: {', '.join(pending)}")
         lines += _together(state)
         lines += person_summary(state)  # what needs the person, and how to reopen it
+        lines += budget_lines(state, now, ended=run_ended(state))  # spend, what is left, what waits
         lines += [
             f"  {line}" for line in final_summary(state.final_checks[-1] if state.final_checks else None)
         ]
@@ -129,12 +139,14 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
     task_of = {attempt.worker: attempt.task for attempt in state.attempts.values()}
     for agent, label in worker_states(state, now).items():
         view = state.agents[agent]
-        tokens = view.usage.input_tokens + view.usage.output_tokens
+        usage = view.usage  # input includes cache reads: counted apart
+        tokens = usage.input_tokens - usage.cache_read_tokens + usage.output_tokens
+        cached = f" (+{usage.cache_read_tokens:,} cached)" if usage.cache_read_tokens else ""
         # a model with no known price (`hilbert run` says so as it starts): a cost of 0 would be a guess
         cost = f"{'$?':>9}" if view.unpriced and not view.external else f"${view.cost_usd:>8.4f}"
         lines.append(
             f"{agent:<14} {task_of.get(agent) or '-':<6} {label:<10} turns {view.turns:>3}  "
-            f"tokens {tokens:>9,}  {cost}  last event {now - view.last_event_at:>5.0f}s ago"
+            f"tokens {tokens:>9,}{cached}  {cost}  last event {now - view.last_event_at:>5.0f}s ago"
             + ("  [UNSANDBOXED]" if unsandboxed else "")
         )
     return lines
