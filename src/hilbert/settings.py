@@ -38,6 +38,10 @@ This module is the bottom layer: it imports nothing of hilbert's but the errors.
     max_cost_usd = 20.0                   # the whole run's cap (`hilbert run --max-cost`)
     approve_worker_proposals = true       # scope changes a worker asked for wait for `hilbert approve`
 
+    [budget]                              # a fleet run's caps (`[budgets]` too): soft unless `hard`
+    task_usd = 2.0                        # a task across all its attempts; the work waits for approval
+    hard = ["run_usd"]
+
     [commands]
     test = "make check"                   # the project's tests: the merge queue runs them
 

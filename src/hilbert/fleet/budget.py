@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -146,8 +146,15 @@ class BudgetGuard(Policy):
 
     name = "budget"
 
-    def __init__(self, state: Any, record: Any, caps: Caps, agent: str, task: str) -> None:
-        self.state, self.record = state, record  # () -> the fold caught up; FleetEvent -> None
+    def __init__(
+        self,
+        state: Callable[[], FleetState],  # the run's fold, caught up
+        record: Callable[[FleetEvent], object],
+        caps: Caps,
+        agent: str,
+        task: str,
+    ) -> None:
+        self.state, self.record = state, record
         self.caps, self.agent, self.task = caps, agent, task
         self.waiting: str | None = None
 

@@ -92,9 +92,6 @@ class Spend:
     def agent(self, agent: str) -> Tally:
         return self.agents.setdefault(agent, Tally())
 
-    def task_wall(self, task: str, agents: list[str], now: float) -> float:
-        return sum(self.agent(agent).wall(now) for agent in agents)
-
     def in_window(self, now: float, window_s: float) -> tuple[float, int]:
         """Dollars and tokens of the model calls in the `window_s` seconds before `now`."""
         usd, tokens = 0.0, 0
