@@ -24,6 +24,7 @@ from hilbert.settings import BudgetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.ui.config_command import load_settings
 from hilbert.ui.fleet_views import status_lines, worker_states
+from hilbert.views import RunLog
 
 PLAN = Plan(
     goal="g", tasks=(Task(id="T1", title="one", verify="true"), Task(id="T2", title="two", verify="true"))
@@ -130,6 +131,8 @@ def test_a_hard_task_cap_halts_only_its_task_once_and_a_raise_lets_a_retry_go_on
     assert run.guard("Euler", "T1").look(run.fold.catch_up(), 0.0) == []
     lines = budget_lines(run.fold.catch_up(), 0.0)
     assert "task_turns T1 2 turns of 5 turns hard, 3 turns left" in lines[1], lines
+    reported = RunLog.read(run.store, "r").view().summary.budgets  # `hilbert report` shows the same
+    assert reported[0].startswith("budgets: task_turns T1 2 turns of 5 turns hard, 3 turns left;"), reported
 
 
 def test_a_person_stop_reaches_a_waiting_worker_and_rates_and_walls_count_by_time(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hilbert.fleet import events as ev
+from hilbert.fleet.budget_lines import budget_lines
 from hilbert.fleet.state import HARNESS, PERSON, FleetState, apply
 from hilbert.models.types import Usage
 from hilbert.store.event_store import Event, EventStore
@@ -199,6 +200,7 @@ class RunLog:
         tokens = Usage()
         for agent in state.agents.values():
             tokens = tokens + agent.usage
+        ended = state.finished is not None or state.process_alive() is False  # an answer waits for a resume
         return Summary(
             run=state.run,
             goal=state.plan.goal if state.plan is not None else "",
@@ -213,6 +215,7 @@ class RunLog:
             started_at=self.started_time or self.first_time,
             ended_at=self.finished_time if state.finished else self.last_time,
             workers=len(state.attempts),
+            budgets=tuple(line.strip() for line in budget_lines(state, self.last_time, ended=ended)[1:]),
         )
 
     def _bars(self, now: float) -> tuple[Bar, ...]:
@@ -333,4 +336,4 @@ def _outcome(state: FleetState, worker: str) -> tuple[Outcome, str]:
         + (f" ({ended.cause})" if ended.cause else "")
         + (f": {ended.reason}" if ended.reason else "")
     )
-    return ("stopped" if ended.cause in ("person", "cost_cap") else "not done"), how[:_EXAMPLE]
+    return ("stopped" if ended.cause in ("person", "cost_cap", "budget") else "not done"), how[:_EXAMPLE]

@@ -45,6 +45,7 @@ class Summary:
     started_at: float  # Unix seconds
     ended_at: float  # the run's `fleet_finished`, else its last event
     workers: int
+    budgets: tuple[str, ...] = ()  # each cap set with what is left, and its questions (`fleet.budget_lines`)
 
     @property
     def duration_s(self) -> float:

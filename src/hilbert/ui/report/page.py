@@ -69,6 +69,7 @@ def _summary(view: RunView) -> str:
         ("started", _utc(s.started_at)),
         ("ended", _utc(s.ended_at)),
         ("workers", str(s.workers)),
+        *(("budget", line) for line in s.budgets),
     ]
     return _section("summary", "Summary", _table(("", ""), rows, show_header=False))
 
