@@ -8,9 +8,10 @@ budget events' handlers; nothing else counts spend, so a run killed and resumed 
   input includes them and they cost a tenth), model calls (turns), wall seconds. A worker's model
   calls count for itself, for its task (every attempt and reopening) and for the run; the stop
   gate's judge and the review panel count for the task and the run (only their dollars are logged).
-- Wall time: an agent's from each `agent_started` to its `agent_stopped`; a task's is the sum of its
-  agents'; the run's the orchestrator's spans (started or resumed, to interrupted, finished, or the
-  last event before a resume: a run that was down spends no wall time).
+- Wall time: an agent's from each `agent_started` to its `agent_stopped` (or its orchestrator's last
+  event, when that died); a task's is the sum of its agents'; the run's the orchestrator's spans
+  (started or resumed, to interrupted, finished, or the last event before a resume): a run that was
+  down spends no wall time.
 - The rate: each model call's (time, dollars, tokens), a day's worth, for the rolling-window caps.
 - Questions: each `budget_asked` / `budget_halted` (B1, B2, ...) and its answer; `raised` holds the
   person's raises per (cap, scope), `refused` the caps the person said no to.
@@ -151,7 +152,8 @@ def observe(spend: Spend, event: Event, task: str | None) -> None:
     elif kind == "panel_reviewed":
         _judged(spend, str(data.get("task") or ""), float(data.get("cost_usd") or 0.0))
     elif kind in ("fleet_started", "fleet_resumed"):
-        spend.run.close(spend.last_time if kind == "fleet_resumed" else event.time)  # a dead one's span
+        for tally in (spend.run, *spend.agents.values()):  # a dead orchestrator's spans end at its last event
+            tally.close(spend.last_time if kind == "fleet_resumed" else event.time)
         spend.run.open(event.time)
     elif kind in ("fleet_interrupted", "fleet_finished"):
         spend.run.close(event.time)

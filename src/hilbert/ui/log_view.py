@@ -237,6 +237,10 @@ _FLEET_LINES = {
     "taint_snapshot": "{worker} reads a peer's message: its work tree before it is {commit:.10}{why_line}",
     "proposal_applied": "{id} applied",
     "proposal_stale": "{id} no longer applies: {why_line}",
+    "budget_asked": "{id}: {agent} waits for you — {cap}{scope_line} reached its soft cap{reached_line}",
+    "budget_halted": "{id}: {agent} halts — {cap}{scope_line} reached its hard cap{reached_line}",
+    "budget_raised": "the person raised {id} by {by}",
+    "budget_refused": "the person refused {id}: {why_line}",
 }
 
 
@@ -255,6 +259,10 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         reasons_line=f" — {_cut(_first_line(str(data['reasons'][0])), 100)}" if data.get("reasons") else "",
         candidate_note=" → merge queue" if data.get("candidate") else "",
         why_line=_first_line(str(data.get("why", ""))),
+        scope_line=f" of {data['scope']}" if data.get("scope") else "",
+        reached_line=f" ({data['spent']:g} of {data['limit']:g})"
+        if "spent" in data and "limit" in data
+        else "",
         together=f" together with {', '.join(data['with_tasks'])}" if data.get("with_tasks") else "",
         n_failing=len(data.get("still_failing", ())),
         n_fixed=len(data.get("fixed", ())),
