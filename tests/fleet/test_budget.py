@@ -23,7 +23,7 @@ from hilbert.fleet.state import Fold
 from hilbert.settings import BudgetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.ui.config_command import load_settings
-from hilbert.ui.fleet_views import status_lines, worker_states
+from hilbert.ui.fleet_views import runs_table, status_lines, worker_states
 from hilbert.views import RunLog
 
 PLAN = Plan(
@@ -109,6 +109,8 @@ def test_a_soft_cap_asks_once_and_every_worker_it_covers_waits_until_the_person_
     (halt,) = second.look(run.fold.catch_up(), 0.0) or []
     assert isinstance(halt, Halt) and halt.cause == "budget" and "refused" in halt.reason
     assert run_stopped(run.fold.catch_up(), Caps.of(run.budgets))  # nothing new starts
+    header, row = runs_table([run.fold.catch_up()], {"r": 0.0}, now=1.0)
+    assert row.split()[header.split().index("SPENT") - 1] == "$0.1100", (header, row)  # NEEDS YOU: 2 words
 
 
 def test_a_hard_task_cap_halts_only_its_task_once_and_a_raise_lets_a_retry_go_on(tmp_path: Path) -> None:
