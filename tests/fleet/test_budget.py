@@ -24,6 +24,7 @@ from hilbert.settings import BudgetSettings, Settings
 from hilbert.store import EventStore
 from hilbert.ui.config_command import load_settings
 from hilbert.ui.fleet_views import runs_table, status_lines, worker_states
+from hilbert.ui.top_view import budget_lines as top_budgets
 from hilbert.views import RunLog
 
 PLAN = Plan(
@@ -133,7 +134,8 @@ def test_a_hard_task_cap_halts_only_its_task_once_and_a_raise_lets_a_retry_go_on
     assert run.guard("Euler", "T1").look(run.fold.catch_up(), 0.0) == []
     lines = budget_lines(run.fold.catch_up(), 0.0)
     assert "task_turns T1 2 turns of 5 turns hard, 3 turns left" in lines[1], lines
-    reported = RunLog.read(run.store, "r").view().summary.budgets  # `hilbert report` shows the same
+    assert lines[1].strip() in top_budgets(run.fold.catch_up())  # so does `hilbert top`'s panel
+    reported = RunLog.read(run.store, "r").view().summary.budgets  # and `hilbert report`
     assert reported[0].startswith("budgets: task_turns T1 2 turns of 5 turns hard, 3 turns left;"), reported
 
 

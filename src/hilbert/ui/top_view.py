@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hilbert.fleet.budget import Caps
+from hilbert.fleet.budget_lines import budget_lines as fleet_budgets
 from hilbert.fleet.proposals import Proposal
 from hilbert.fleet.state import AgentView, AttemptView, FleetState
-from hilbert.ui.fleet_views import run_label, worker_states
+from hilbert.ui.fleet_views import run_ended, run_label, worker_states
 
 GATE_WORDS = {"done": "DONE", "not_done": "SENT BACK", "impossible": "IMPOSSIBLE"}
 LANDED_WORDS = {
@@ -133,8 +135,9 @@ def proposal_lines(proposals: Sequence[Proposal]) -> list[str]:
 
 
 def budget_lines(state: FleetState) -> list[str]:
-    """The run's cost cap and what is spent of it, the default budget of one attempt, and each task's
-    own budget from the plan — as the run was started and resumed."""
+    """The run's cost cap and what is spent of it, the default budget of one attempt, each task's
+    own budget from the plan — as the run was started and resumed — then the fleet's budgets with what
+    is left and their questions, as `hilbert status` says them (`hilbert.fleet.budget_lines`)."""
     settings = state.settings
     lines = []
     cap = settings.get("fleet.max_cost_usd")
@@ -149,6 +152,8 @@ def budget_lines(state: FleetState) -> list[str]:
             own = [f"{task.budget.turns} model calls"] if task.budget.turns else []
             own += [f"${task.budget.usd:g}"] if task.budget.usd else []
             lines.append(f"{task.id}: up to {' and '.join(own)} an attempt")
+    if state.started is not None and (Caps.recorded(state.settings).set or state.spend.questions):
+        lines += [line.strip() for line in fleet_budgets(state, ended=run_ended(state))[1:]]
     return lines
 
 
