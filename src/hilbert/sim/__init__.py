@@ -8,6 +8,7 @@ commands (lazily, at the edge).
     reviewer/     the `reviewer` responder: the review panel's findings, as JSON
     gullible.py   the `gullible` responder: obeys any instruction it reads (an attacker, or its victim)
     longhaul.py   the `longhaul` responder: a task that outgrows its context
+    optimiser/    the `optimiser` responder: a climb's explorer, and the climb's sample project
     sample/       sample projects: a small Python package with tests and injected bugs
     demo/         the scenes of `hilbert demo`
 
@@ -21,6 +22,7 @@ from hilbert.sim.gullible import GullibleResponder
 from hilbert.sim.judge import JudgeResponder
 from hilbert.sim.lead import LeadResponder
 from hilbert.sim.longhaul import LonghaulResponder
+from hilbert.sim.optimiser import OptimiserResponder
 from hilbert.sim.reviewer import ReviewerResponder
 from hilbert.testing.fake_server import register
 from hilbert.testing.fake_server.responders import Factory
@@ -32,6 +34,7 @@ RESPONDERS: dict[str, Factory] = {
     "reviewer": ReviewerResponder.from_options,
     "gullible": GullibleResponder.from_options,
     "longhaul": LonghaulResponder.from_options,
+    "optimiser": OptimiserResponder.from_options,
 }
 
 for _name, _factory in RESPONDERS.items():

@@ -489,13 +489,14 @@ def log(db: Path | None, run_id: str | None, agent_name: str | None, follow: boo
 
 
 def _add_commands() -> None:
+    from hilbert.ui.climb_command import climb
     from hilbert.ui.config_command import config
     from hilbert.ui.judge_commands import hook, judge
     from hilbert.ui.report_command import report
     from hilbert.ui.retry_command import retry
     from hilbert.ui.sim_commands import demo, fake_server, sample_project
 
-    for command in (demo, fake_server, sample_project, judge, hook, config, retry, report):
+    for command in (demo, fake_server, sample_project, judge, hook, config, retry, report, climb):
         cli.add_command(command)
 
 

@@ -1,0 +1,218 @@
+"""The climb's driver: open the run (or resume it from its log), measure the base, let `explorers`
+explorers try ideas in parallel until the tries, the time or the money run out, then finish.
+
+A resume reads everything from the fold: the settings (`climb_started`), the best and the noise, the
+tries done. A try that was in flight when the process died is reverted as `interrupted` (its
+workspace archived) and a fresh try takes its place. Every `renoise_every` tries the best is measured
+again and the noise taken from there. `results.tsv` beside the log is rewritten from the fold after
+every try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hilbert.climb import events as ce
+from hilbert.climb.measure import Measurer
+from hilbert.climb.metric import noise
+from hilbert.climb.results import write_results
+from hilbert.climb.state import ClimbFold, ClimbState
+from hilbert.climb.tries import Climb, one_try
+from hilbert.commands import Runner, verify_timeout
+from hilbert.commands.leftovers import new_mark
+from hilbert.errors import RunError, UserError
+from hilbert.fleet.names import Name, allocate
+from hilbert.models.types import Model
+from hilbert.store import EventStore
+from hilbert.workspaces import Git, Workspaces
+from hilbert.workspaces.integration import Integration, refuse_submodules
+
+
+@dataclass(frozen=True)
+class ClimbOptions:
+    """What `hilbert climb` was asked (a resume takes them from the log instead)."""
+
+    repo: Path
+    metric: str
+    goal: str
+    test_command: str
+    explorers: int = 3
+    tries: int = 0
+    repeat: int = 5
+    renoise_every: int = 10
+    max_cost_usd: float = 0.0
+    max_time_s: float = 0.0
+    guards: tuple[str, ...] = ()
+
+
+def best_branch(run: str) -> str:
+    return f"hilbert/climb/{run}/best"
+
+
+def results_path(c: Climb) -> Path:
+    """`results.tsv` beside the log, one per climb: `<run>-results.tsv`."""
+    return c.store.path.parent / f"{c.run}-results.tsv"
+
+
+@contextlib.asynccontextmanager
+async def open_climb(
+    options: ClimbOptions | None, *, run: str, root: Path, store: EventStore, runner: Runner, model: Model
+) -> AsyncIterator[Climb]:
+    """The climb `run` in the folder `root`: fresh with `options`, else resumed from its log."""
+    root = Path(root).absolute()
+    fold = ClimbFold(store, run)
+    state = fold.catch_up()
+    if options is None and state.started is None:
+        raise UserError(f"run {run} is not a climb", hint="start one with `hilbert climb --metric ...`")
+    if options is not None and state.started is not None:
+        raise UserError(f"run {run} exists already", hint=f"resume it: hilbert climb --run {run} --resume")
+    mark = new_mark()
+    git = Git(home=root / "home", mark=mark)
+    (root / "home").mkdir(parents=True, exist_ok=True)
+    started = state.started
+    if started is None:
+        assert options is not None
+        if options.goal not in ("min", "max"):
+            raise UserError(f"unknown goal {options.goal!r}", hint="use --goal min or --goal max")
+        source = options.repo.absolute()
+        await refuse_submodules(source, git)
+        branch = best_branch(run)
+        path = root / "integration.git"
+        await git.run("clone", "--bare", "--quiet", "--no-tags", source, path)
+        await git.run("-C", path, "branch", branch, "HEAD")
+        base = (await git.run("-C", path, "rev-parse", "HEAD")).stdout.strip()
+        started = ce.ClimbStarted(
+            repo=str(source), integration=str(path), branch=branch, base=base, metric=options.metric,
+            goal=options.goal, test_command=options.test_command, explorers=options.explorers,
+            tries=options.tries, repeat=options.repeat, renoise_every=options.renoise_every,
+            max_cost_usd=options.max_cost_usd, max_time_s=options.max_time_s,
+            guards=list(options.guards), model=model.name, mark=mark,
+        )  # fmt: skip
+        store.append(run, "harness", started.kind, started.data())
+        fold.catch_up()
+    integration = Integration(Path(started.integration), git, started.branch)
+    marked = runner.hiding(root).marked(mark)
+    measurer = Measurer(
+        integration.path, started.metric, marked, git, root / "measure", verify_timeout(marked.timeouts)
+    )
+    workspaces = Workspaces(root, integration.path, mark=mark)
+    yield Climb(run, root, store, fold, integration, workspaces, marked, model, measurer)
+
+
+async def climb(c: Climb) -> ClimbState:
+    """Drive the climb to its end; the final state."""
+    state = c.fold.catch_up()
+    started = state.started
+    assert started is not None
+    if state.finished is not None:
+        return state
+    await _close_interrupted(c)
+    if state.best_median is None:
+        await measure_base(c)
+        state = c.fold.catch_up()
+        if state.base_error:
+            c.record(ce.ClimbFinished(reason=f"the base could not be measured: {state.base_error}"))
+            raise RunError(
+                f"the metric failed on the base: {state.base_error}",
+                hint="run the metric by hand in the repository; it must print one number on its last line",
+            )
+    names = allocate(started.explorers)
+    numbers = iter(range(state.next_try(), 1 << 30))
+    stopping: list[str] = []
+
+    async def explorer(name: Name) -> None:
+        while not stopping:
+            why = _budget_spent(c.fold.catch_up())
+            if why:
+                stopping.append(why)
+                return
+            await one_try(c, name, next(numbers))
+            write_results(c.fold.catch_up(), results_path(c))
+            await _maybe_renoise(c)
+
+    await asyncio.gather(*(explorer(name) for name in names))
+    state = c.fold.catch_up()
+    reason = stopping[0] if stopping else "done"
+    c.record(ce.ClimbFinished(reason=reason, best=state.best, median=state.best_median or 0.0))
+    state = c.fold.catch_up()
+    write_results(state, results_path(c))
+    return state
+
+
+async def measure_base(c: Climb) -> None:
+    state = c.fold.catch_up()
+    assert state.started is not None
+    measured = await c.measurer.measure(state.best, max(state.started.repeat, 3), "base")
+    c.record(
+        ce.BaselineMeasured(
+            commit=state.best, values=list(measured.values), error=measured.error,
+            median=measured.median if measured.values else 0.0,
+            noise=noise(measured.values) if measured.values else 0.0,
+        )
+    )  # fmt: skip
+
+
+def _budget_spent(state: ClimbState) -> str:
+    started = state.started
+    assert started is not None
+    counted = [t for t in state.done if t.stage != "interrupted"]
+    if started.tries and len(counted) + len(state.in_flight) >= started.tries:
+        return f"all {started.tries} tries made"
+    if started.max_time_s and time.time() - state.started_at >= started.max_time_s:
+        return f"the time budget ({started.max_time_s:g} s) is spent"
+    if started.max_cost_usd and state.spent_usd >= started.max_cost_usd:
+        return f"the money budget (${started.max_cost_usd:g}) is spent"
+    return ""
+
+
+async def _maybe_renoise(c: Climb) -> None:
+    async with c.deciding:  # the best does not move while it is measured
+        state = c.fold.catch_up()
+        assert state.started is not None
+        every = state.started.renoise_every
+        if every and len(state.done) - state.noise_at_try >= every:
+            await measure_base(c)
+
+
+async def _close_interrupted(c: Climb) -> None:
+    for view in c.fold.catch_up().in_flight:
+        c.record(ce.TryReverted(try_no=view.no, stage="interrupted", reason="the run stopped while it ran"))
+        worker_id = next((n.id for n in allocate(64) if n.display == view.explorer), None)
+        if worker_id is not None:
+            checkout = c.workspaces.existing(f"{worker_id}-{view.no}", view.base)
+            if checkout.git_dir.exists():
+                await c.workspaces.archive_or_remove(checkout, c.integration)
+
+
+__all__ = [
+    "ClimbOptions",
+    "best_branch",
+    "climb",
+    "deliver_best",
+    "measure_base",
+    "open_climb",
+    "results_path",
+]
+
+
+async def deliver_best(c: Climb) -> str:
+    """Fetch the best branch into the person's repository under the same name (created, or
+    fast-forwarded only: a plain fetch without `+`); the one write a climb makes there."""
+    started = c.fold.catch_up().started
+    assert started is not None
+    ref = f"refs/heads/{started.branch}"
+    fetched = await c.integration.git.run(
+        "fetch", "--no-tags", "--no-write-fetch-head", str(c.integration.path), f"{ref}:{ref}",
+        cwd=Path(started.repo), check=False,
+    )  # fmt: skip
+    if fetched.returncode != 0:
+        raise RunError(
+            f"the best was not written to {started.repo}: {fetched.stderr.strip()[:200]}",
+            hint=f"fetch it yourself: git fetch {c.integration.path} {ref}:refs/heads/NAME",
+        )
+    return started.branch

@@ -1,0 +1,85 @@
+"""What a climb shows a person, from its fold: `results.tsv` (every try, one row) and the leaderboard
+(`hilbert climb --status`, `hilbert status` on a climb run)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from hilbert.climb.state import ClimbState, TryView
+
+COLUMNS = ("try", "explorer", "idea", "median", "spread", "readings", "outcome", "stage", "why")
+
+
+def rows(state: ClimbState) -> list[tuple[str, ...]]:
+    """One row per try, in try order (a try in flight: outcome `running`)."""
+    out = []
+    for view in sorted(state.tries.values(), key=lambda t: t.no):
+        out.append(
+            (
+                str(view.no),
+                view.explorer,
+                view.idea,
+                "" if view.median is None else f"{view.median:.6g}",
+                f"{view.spread:.3g}" if view.values else "",
+                " ".join(f"{v:.6g}" for v in view.values),
+                view.outcome or "running",
+                view.stage,
+                view.reason,
+            )
+        )
+    return out
+
+
+def results_tsv(state: ClimbState) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(rows(state))
+    return buffer.getvalue()
+
+
+def write_results(state: ClimbState, path: Path) -> None:
+    """Rewrite `path` from the fold (atomically: a reader never sees half a file)."""
+    partial = path.with_suffix(".tsv.partial")
+    partial.write_text(results_tsv(state), encoding="utf-8")
+    partial.replace(path)
+
+
+def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
+    """The climb in lines: where it stands, then the best-scoring measured tries, then counts."""
+    started = state.started
+    if started is None:
+        return []
+    goal = "lower" if started.goal == "min" else "higher"
+    base = "?" if state.baseline_median is None else f"{state.baseline_median:.6g}"
+    best = "?" if state.best_median is None else f"{state.best_median:.6g}"
+    where = "finished: " + state.finished.reason if state.finished else "climbing"
+    lines = [
+        f"climb {state.run} ({where}): `{started.metric}` ({goal} is better)",
+        f"  base {base} -> best {best} (noise {state.noise:.3g}) on {started.branch} at {state.best[:10]}",
+    ]
+    measured = [t for t in state.tries.values() if t.median is not None]
+    measured.sort(key=lambda t: t.median if started.goal == "min" else -(t.median or 0.0))
+    for view in measured[:top]:
+        lines.append(_line(view))
+    stages: dict[str, int] = {}
+    for view in state.done:
+        key = "kept" if view.outcome == "kept" else view.stage
+        stages[key] = stages.get(key, 0) + 1
+    counts = ", ".join(f"{n} {stage}" for stage, n in sorted(stages.items()))
+    lines.append(
+        f"  {len(state.tries)} tries ({counts or 'none done'}; {len(state.in_flight)} running), "
+        f"${state.spent_usd:.4f} spent"
+    )
+    return lines
+
+
+def _line(view: TryView) -> str:
+    mark = "*" if view.outcome == "kept" else " "
+    median = f"{view.median:.6g}" if view.median is not None else "-"
+    return f"  {mark} #{view.no:<3} {median:>10} ±{view.spread:.2g}  {view.explorer:<12} {view.idea[:60]}"
+
+
+__all__ = ["COLUMNS", "leaderboard", "results_tsv", "rows", "write_results"]

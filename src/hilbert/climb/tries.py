@@ -1,0 +1,208 @@
+"""One try of one explorer, start to end: from the current best, the explorer's idea in a workspace
+of its own, committed, gated, checked against earlier tries, measured by the harness, then kept (the
+best branch fast-forwards to it) or reverted — each step an event, each decision typed data.
+
+The gate is `run_gate` (the tests, `test_command`, must pass on a clean export; integrity on the
+change, with no test edits allowed) plus the climb's guard: no change to a file the metric command
+names or a `--guard` path matches (`guard_findings`). Deciding needs the best not to move between
+the staleness check and the landing: `Climb.deciding` is held from the check to the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from hilbert.agent.policies import TurnLimit
+from hilbert.agent.tools import ToolBox
+from hilbert.climb import events as ce
+from hilbert.climb.measure import Measurer
+from hilbert.climb.metric import MARGIN, better
+from hilbert.climb.neardup import duplicate_of, fingerprint
+from hilbert.climb.state import ClimbFold
+from hilbert.commands import Runner
+from hilbert.fleet.attempt import HilbertLoop
+from hilbert.fleet.events import FleetEvent
+from hilbert.fleet.names import Name
+from hilbert.fleet.plan import Task
+from hilbert.fleet.seams import ModelGrant, TaskSpec
+from hilbert.judge.change import Change, change_between
+from hilbert.judge.gate import run_gate
+from hilbert.models.types import Model
+from hilbert.store import EventStore
+from hilbert.workspaces import Workspaces
+from hilbert.workspaces.integration import Integration
+
+TRY_PROMPT = """You are {explorer}, an explorer in a hill-climb; this is try {try_no}.
+Goal: make the metric `{metric}` {direction}. It prints one number; the harness runs it itself, \
+{repeat} times, on a clean read-only copy of your commit, and keeps the median.
+The best so far: {best:g} (noise {noise:g}); a change counts only when it beats the best by more than \
+{margin:g} x the noise.
+Rules: the tests (`{tests}`) must still pass; do not change the metric's files ({guards}) or the \
+tests; a change that games the metric instead of improving the code is rejected.
+Ideas already tried (do not repeat them):
+{tried}
+Make one change you expect to improve the metric, then finish: the claim's first line names your idea."""
+SYSTEM = """You improve a program against a metric, one idea per try, in your own copy of the repository.
+Read before you change; keep the tests passing; never touch how the metric is measured."""
+MAX_TURNS = 30
+
+
+@dataclass
+class Climb:
+    """What every try of one climb shares: the run, its log and fold, the repositories, the runner,
+    the explorers' model and the measurer. Built once per process by the driver."""
+
+    run: str
+    root: Path
+    store: EventStore
+    fold: ClimbFold
+    integration: Integration
+    workspaces: Workspaces
+    runner: Runner
+    model: Model
+    measurer: Measurer
+    deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def record(self, event: FleetEvent) -> None:
+        self.store.append(self.run, "harness", event.kind, event.data())
+        self.fold.catch_up()
+
+
+def guard_findings(change: Change, metric: str, guards: list[str]) -> list[str]:
+    """One line per changed file the metric command names or a guard pattern matches."""
+    try:
+        words = shlex.split(metric)
+    except ValueError:
+        words = metric.split()
+    named = {word.removeprefix("./") for word in words}
+    lines = []
+    for fc in change.files:
+        for path in sorted({fc.path, fc.old_path or fc.path}):
+            if path in named or any(fnmatch.fnmatchcase(path, pattern) for pattern in guards):
+                lines.append(f"metric_guarded: {path}, which the metric depends on, was {fc.status}")
+    return lines
+
+
+def prompt_for(climb: Climb, explorer: Name, try_no: int) -> str:
+    state = climb.fold.catch_up()
+    started = state.started
+    assert started is not None and state.best_median is not None
+    tried = [f"- {t.idea}" for t in sorted(state.done, key=lambda t: t.no) if t.idea][-20:]
+    return TRY_PROMPT.format(
+        explorer=explorer.display,
+        try_no=try_no,
+        metric=started.metric,
+        direction="lower" if started.goal == "min" else "higher",
+        repeat=started.repeat,
+        best=state.best_median,
+        noise=state.noise,
+        margin=MARGIN,
+        tests=started.test_command,
+        guards=", ".join(started.guards) or "the files its command names",
+        tried="\n".join(tried) or "(none yet)",
+    )
+
+
+async def one_try(climb: Climb, explorer: Name, try_no: int) -> None:
+    """Run try `try_no` by `explorer` to its end (`try_kept` or `try_reverted` in the log)."""
+    state = climb.fold.catch_up()
+    started = state.started
+    assert started is not None
+    base = state.best
+    climb.record(ce.TryStarted(try_no=try_no, explorer=explorer.display, base=base))
+    revert = _reverter(climb, try_no)
+    checkout = await climb.workspaces.provision(f"{explorer.id}-{try_no}", base)
+    try:
+        agent = f"{explorer.display}#{try_no}"
+        task = Task(id=f"try-{try_no}", title="improve the metric", verify=started.test_command)
+        spec = TaskSpec(task, agent, prompt_for(climb, explorer, try_no), SYSTEM)
+        tools = ToolBox(checkout.work_tree, runner=climb.runner, outputs=climb.root / "outputs" / agent)
+        loop = HilbertLoop(climb.run, climb.store, tools, policies=[TurnLimit(MAX_TURNS)])
+        result = await loop.attempt(spec, checkout, ModelGrant(climb.model), lambda kind, data: None)
+        idea = (result.claim.strip().splitlines() or ["(no idea named)"])[0][:200]
+        commit = await climb.workspaces.commit(checkout, idea)
+        if commit is None:
+            why = f"the explorer changed nothing (its idea: {idea}; it {result.status}{': ' + result.reason if result.reason else ''})"
+            return revert("no_change", why)
+        ref = f"refs/hilbert/climb/tries/{try_no}"
+        await climb.workspaces.fetch_into(checkout, climb.integration, ref)
+        await _judge(climb, try_no, base, commit, idea, revert)
+    finally:
+        await climb.workspaces.archive_or_remove(checkout, climb.integration)
+
+
+def _reverter(climb: Climb, try_no: int) -> Callable[[str, str], None]:
+    def revert(stage: str, reason: str) -> None:
+        climb.record(ce.TryReverted(try_no=try_no, stage=stage, reason=reason))
+
+    return revert
+
+
+async def _judge(
+    climb: Climb, try_no: int, base: str, commit: str, idea: str, revert: Callable[[str, str], None]
+) -> None:
+    """Gate, de-duplicate, measure and decide on a committed try."""
+    started = climb.fold.state.started
+    assert started is not None
+    repo, git = climb.integration.path, climb.integration.git
+    change = await change_between(repo, base, commit, git)
+    guarded = guard_findings(change, started.metric, started.guards)
+    diff = (await git.run("diff", "--no-color", base, commit, cwd=repo)).stdout
+    shingles = fingerprint(diff)
+    tree = (await git.run("rev-parse", f"{commit}^{{tree}}", cwd=repo)).stdout.strip()
+    gated = ce.TryGated(
+        try_no=try_no, commit=commit, idea=idea, passed=False, reasons=[f"guard: {g}" for g in guarded],
+        findings=guarded, shingles=sorted(shingles), tree=tree,
+    )  # fmt: skip
+    if guarded:  # refused before anything of it runs
+        climb.record(gated)
+        return revert("gate", "; ".join(gated.reasons))
+    earlier = [(t.no, t.shingles, t.tree) for t in climb.fold.catch_up().tries.values() if t.values]
+    twin = duplicate_of(shingles, tree, earlier)
+    if twin is not None:  # before the gate's runs and the measurement, the costly parts
+        climb.record(gated)
+        return revert("duplicate", f"a near-duplicate of try {twin[0]} (similarity {twin[1]:.2f})")
+    gate = await run_gate(
+        repo, base, commit, verify=started.test_command, scratch=climb.root / "gate" / str(try_no),
+        git=git, runner=climb.runner, task=f"improve `{started.metric}`", claim=idea,
+        cache=climb.root / "base-runs", differential=False,
+    )  # fmt: skip
+    findings = [line for step in gate.steps for line in step.findings]
+    passed = gate.verdict == "done"
+    climb.record(replace(gated, passed=passed, reasons=list(gate.reasons), findings=findings))
+    if not passed:
+        return revert("gate", "; ".join(gate.reasons) or "the gate did not accept it")
+    async with climb.deciding:  # measured even when the best moved: what it does to the metric is news
+        measured = await climb.measurer.measure(commit, started.repeat, f"try-{try_no}")
+        climb.record(
+            ce.TryMeasured(
+                try_no=try_no, commit=commit, values=list(measured.values),
+                median=measured.median if measured.values else 0.0, spread=measured.spread,
+                error=measured.error,
+            )
+        )  # fmt: skip
+        if measured.error:
+            return revert("measure", measured.error)
+        state = climb.fold.catch_up()
+        if state.best != base:
+            return revert("stale", f"the best moved from {base[:10]} to {state.best[:10]} while it ran")
+        best = state.best_median
+        assert best is not None
+        if not better(started.goal, measured.median, best, state.noise):  # type: ignore[arg-type]
+            why = (
+                f"median {measured.median:g} vs best {best:g}: not beyond {MARGIN:g} x noise {state.noise:g}"
+            )
+            return revert("no_gain", why)
+        refused = await climb.integration.land(commit, base)
+        if refused is not None:
+            return revert("stale", refused)
+        climb.record(ce.TryKept(try_no=try_no, commit=commit, median=measured.median, previous=best))
+    return None
+
+
+__all__ = ["Climb", "guard_findings", "one_try", "prompt_for"]

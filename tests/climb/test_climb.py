@@ -1,0 +1,66 @@
+"""The climb's proof: three explorers climb the sample project against the fake optimiser, from the
+command line as a person would. The best branch beats the base beyond the noise; the try that edits
+the benchmark is refused by the guard, the one that caches its answer fails its measurement; every
+try is a row of results.tsv and a line of the log."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_support import run_cli
+
+from hilbert.climb.state import ClimbFold
+from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_sample
+from hilbert.store import EventStore
+from hilbert.testing.fake_server import FakeServer
+
+
+def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path) -> None:
+    repo = write_sample(tmp_path / "repo")
+    db = tmp_path / "log" / "hilbert.db"
+    env = {
+        **os.environ,
+        "HILBERT_HOME": str(tmp_path / "home"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+    with FakeServer("optimiser:ideas=edit_bench+cache+dict") as server:
+        ran = run_cli(
+            "climb", "--repo", str(repo), "--metric", METRIC, "--goal", "min", "--explorers", "3",
+            "--tries", "3", "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed",
+            "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    with EventStore.open(db) as store:
+        (run,) = store.runs()
+        state = ClimbFold(store, run).catch_up()
+    assert state.finished is not None and state.baseline_median is not None and state.best_median is not None
+    assert state.best_median < state.baseline_median - 2 * state.noise  # beyond the noise
+
+    tsv = (db.parent / f"{run}-results.tsv").read_text().splitlines()
+    table = list(csv.DictReader(tsv, delimiter="\t"))
+    by_idea = {row["idea"]: row for row in table}
+    assert sorted(row["try"] for row in table) == ["1", "2", "3"]
+    edited = by_idea["benchmark a smaller input"]
+    assert (edited["outcome"], edited["stage"]) == ("reverted", "gate")
+    assert "metric_guarded: bench.py" in edited["why"]
+    cached = by_idea["cache the answers on disk"]
+    assert (cached["outcome"], cached["stage"]) == ("reverted", "measure")
+    assert ".pairs_cache.json" in cached["why"]  # written into the tree, or refused by a read-only one
+    kept = by_idea["count complements in one pass with a dict"]
+    assert kept["outcome"] == "kept" and float(kept["median"]) == state.best_median
+
+    branch = f"hilbert/climb/{run}/best"
+    best = subprocess.run(
+        ["git", "show", f"{branch}:pairs.py"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
+    assert "seen = {}" in best
+    assert f"the best is on branch {branch}" in ran.stdout
+
+    status = run_cli("climb", "--status", "--run", run, "--db", str(db), cwd=tmp_path, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "* #" in status.stdout and "count complements in one pass with a dict" in status.stdout
