@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from cli_support import run_cli
-
 from hilbert.climb.state import ClimbFold
 from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_sample
 from hilbert.store import EventStore
@@ -64,3 +63,5 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     status = run_cli("climb", "--status", "--run", run, "--db", str(db), cwd=tmp_path, env=env)
     assert status.returncode == 0, status.stderr
     assert "* #" in status.stdout and "count complements in one pass with a dict" in status.stdout
+    fleet_status = run_cli("status", "--run", run, "--db", str(db), cwd=tmp_path, env=env)
+    assert fleet_status.stdout == status.stdout  # `hilbert status` on a climb: the same leaderboard

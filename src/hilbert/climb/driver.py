@@ -24,7 +24,7 @@ from hilbert.climb.results import write_results
 from hilbert.climb.state import ClimbFold, ClimbState
 from hilbert.climb.tries import Climb, one_try
 from hilbert.commands import Runner, verify_timeout
-from hilbert.commands.leftovers import new_mark
+from hilbert.commands.leftovers import kill_marked, new_mark
 from hilbert.errors import RunError, UserError
 from hilbert.fleet.names import Name, allocate
 from hilbert.models.types import Model
@@ -71,10 +71,12 @@ async def open_climb(
         raise UserError(f"run {run} is not a climb", hint="start one with `hilbert climb --metric ...`")
     if options is not None and state.started is not None:
         raise UserError(f"run {run} exists already", hint=f"resume it: hilbert climb --run {run} --resume")
-    mark = new_mark()
+    started = state.started
+    if started is not None:  # a resume: first, kill what the dead process's commands left running
+        await asyncio.to_thread(kill_marked, started.mark)
+    mark = started.mark if started is not None else new_mark()  # one mark for the climb's life
     git = Git(home=root / "home", mark=mark)
     (root / "home").mkdir(parents=True, exist_ok=True)
-    started = state.started
     if started is None:
         assert options is not None
         if options.goal not in ("min", "max"):

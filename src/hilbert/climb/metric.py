@@ -5,7 +5,8 @@ A metric command prints one number: its output's **last non-empty line, parsed a
 The noise is the spread of the best's repeated measurements: the median absolute deviation × 1.4826
 (the standard deviation of normal noise), floored at 0.5 % of the median so that a few identical
 readings never make the noise zero. A try counts as better only when its median beats the best's by
-more than `MARGIN` × noise.
+more than `MARGIN` × noise — the best's noise, or the try's own when its readings spread wider (a
+machine that got busier or quieter between the two moves both).
 """
 
 from __future__ import annotations

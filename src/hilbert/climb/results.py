@@ -14,7 +14,7 @@ COLUMNS = ("try", "explorer", "idea", "median", "spread", "readings", "outcome",
 
 def rows(state: ClimbState) -> list[tuple[str, ...]]:
     """One row per try, in try order (a try in flight: outcome `running`)."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for view in sorted(state.tries.values(), key=lambda t: t.no):
         out.append(
             (
@@ -61,7 +61,8 @@ def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
         f"  base {base} -> best {best} (noise {state.noise:.3g}) on {started.branch} at {state.best[:10]}",
     ]
     measured = [t for t in state.tries.values() if t.median is not None]
-    measured.sort(key=lambda t: t.median if started.goal == "min" else -(t.median or 0.0))
+    sign = 1.0 if started.goal == "min" else -1.0
+    measured.sort(key=lambda t: sign * (t.median or 0.0))
     for view in measured[:top]:
         lines.append(_line(view))
     stages: dict[str, int] = {}

@@ -21,7 +21,7 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
 from hilbert.climb import events as ce
 from hilbert.climb.measure import Measurer
-from hilbert.climb.metric import MARGIN, better
+from hilbert.climb.metric import MARGIN, Goal, better, noise
 from hilbert.climb.neardup import duplicate_of, fingerprint
 from hilbert.climb.state import ClimbFold
 from hilbert.commands import Runner
@@ -127,7 +127,8 @@ async def one_try(climb: Climb, explorer: Name, try_no: int) -> None:
         idea = (result.claim.strip().splitlines() or ["(no idea named)"])[0][:200]
         commit = await climb.workspaces.commit(checkout, idea)
         if commit is None:
-            why = f"the explorer changed nothing (its idea: {idea}; it {result.status}{': ' + result.reason if result.reason else ''})"
+            ended = result.status + (f": {result.reason}" if result.reason else "")
+            why = f"the explorer changed nothing (its idea: {idea}; it {ended})"
             return revert("no_change", why)
         ref = f"refs/hilbert/climb/tries/{try_no}"
         await climb.workspaces.fetch_into(checkout, climb.integration, ref)
@@ -193,10 +194,10 @@ async def _judge(
             return revert("stale", f"the best moved from {base[:10]} to {state.best[:10]} while it ran")
         best = state.best_median
         assert best is not None
-        if not better(started.goal, measured.median, best, state.noise):  # type: ignore[arg-type]
-            why = (
-                f"median {measured.median:g} vs best {best:g}: not beyond {MARGIN:g} x noise {state.noise:g}"
-            )
+        goal: Goal = "max" if started.goal == "max" else "min"
+        level = max(state.noise, noise(measured.values))  # the best's noise, or the try's own if larger
+        if not better(goal, measured.median, best, level):
+            why = f"median {measured.median:g} vs best {best:g}: not beyond {MARGIN:g} x noise {level:g}"
             return revert("no_gain", why)
         refused = await climb.integration.land(commit, base)
         if refused is not None:

@@ -337,9 +337,13 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
     scope changes waiting for your approval."""
     from hilbert.fleet.proposals import pending_lines
     from hilbert.fleet.state import Fold
+    from hilbert.ui.climb_command import climb_board
     from hilbert.ui.fleet_views import run_ended, status_lines
 
     with open_run(db, run_id) as (store, run):
+        if (board := climb_board(store, run)) is not None:  # a climb: its leaderboard
+            click.echo("\n".join(board))
+            return
         fold = Fold(store, run)  # each refresh applies only the events since the last
         while True:
             state = fold.catch_up()

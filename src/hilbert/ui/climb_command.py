@@ -20,6 +20,7 @@ from hilbert.ui.config_command import load_settings
 
 if TYPE_CHECKING:
     from hilbert.climb.driver import ClimbOptions
+    from hilbert.store import EventStore
 
 
 @click.command()
@@ -141,6 +142,14 @@ async def climb_and_report(
             branch = await deliver_best(c)
     repo = state.started.repo if state.started else "?"
     return [*leaderboard(state), f"the best is on branch {branch} of {repo}"]
+
+
+def climb_board(store: EventStore, run: str) -> list[str] | None:
+    """`hilbert status` on a climb run: its leaderboard; None for a run that is not a climb."""
+    from hilbert.climb.results import leaderboard
+    from hilbert.climb.state import ClimbFold, is_climb
+
+    return leaderboard(ClimbFold(store, run).catch_up()) if is_climb(store, run) else None
 
 
 def _latest_climb(store: Any) -> str:

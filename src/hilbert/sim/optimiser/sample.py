@@ -45,9 +45,9 @@ from pairs import count_pairs
 
 rng = random.Random(7)
 values = [rng.randrange(1000) for _ in range({n})]
-start = time.perf_counter()
+start = time.process_time()
 count_pairs(values, 1000)
-print(f"{{time.perf_counter() - start:.6f}}")
+print(f"{{time.process_time() - start:.6f}}")
 """
 
 HOLDOUT = """import random
@@ -59,9 +59,9 @@ from pairs import count_pairs  # noqa: E402
 
 rng = random.Random(11)
 values = [rng.randrange(500) for _ in range({n})]
-start = time.perf_counter()
+start = time.process_time()
 count_pairs(values, 500)
-print(f"{{time.perf_counter() - start:.6f}}")
+print(f"{{time.process_time() - start:.6f}}")
 """
 
 N = 1200

@@ -1,0 +1,95 @@
+"""The climb's pure parts: reading a metric, the noise and `better`, near-duplicates, the fold and the
+results it writes, the guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hilbert.climb import events as ce
+from hilbert.climb.metric import MetricError, better, noise, read_metric
+from hilbert.climb.neardup import duplicate_of, fingerprint, jaccard
+from hilbert.climb.results import leaderboard, results_tsv
+from hilbert.climb.state import ClimbFold, is_climb
+from hilbert.climb.tries import guard_findings
+from hilbert.judge.change import Change, FileChange
+from hilbert.store import EventStore
+
+
+def test_the_metric_is_the_last_non_empty_line_as_one_number() -> None:
+    assert read_metric("warming up\n0.25\n\n") == 0.25
+    assert read_metric("1e-3") == 0.001
+    for bad, said in (("", "printed nothing"), ("12 s\n", "not a number"), ("nan", "not a finite")):
+        with pytest.raises(MetricError, match=said):
+            read_metric(bad)
+
+
+def test_noise_is_the_spread_floored_and_better_needs_twice_it() -> None:
+    assert noise([1.0, 1.0, 1.0]) == pytest.approx(0.005)  # identical readings: the floor, not zero
+    assert noise([1.0, 1.1, 0.9, 1.0, 1.2]) == pytest.approx(0.1 * 1.4826)
+    assert better("min", 0.7, 1.0, 0.1) and not better("min", 0.85, 1.0, 0.1)
+    assert better("max", 1.3, 1.0, 0.1) and not better("max", 0.7, 1.0, 0.1)
+
+
+def test_near_duplicates_ignore_spacing_and_equal_trees_are_duplicates() -> None:
+    one = "--- a/x.py\n+++ b/x.py\n-    return slow(values)\n+    return fast(values, cache=True)\n"
+    spaced = "--- a/x.py\n+++ b/x.py\n-    return slow( values )\n+    return fast(values,  cache=True)\n"
+    other = "--- a/x.py\n+++ b/x.py\n-import os\n+import sys\n+print(sys.argv)\n"
+    assert jaccard(fingerprint(one), fingerprint(spaced)) == 1.0
+    assert duplicate_of(fingerprint(spaced), "t2", [(1, fingerprint(one), "t1")]) == (1, 1.0)
+    assert duplicate_of(fingerprint(other), "t3", [(1, fingerprint(one), "t1")]) is None
+    assert duplicate_of(fingerprint(other), "t1", [(1, fingerprint(one), "t1")]) == (1, 1.0)
+
+
+def test_the_guard_names_the_metric_files_and_the_guarded_data() -> None:
+    change = Change(
+        (
+            FileChange("bench.py", "modified", "a", "b"),
+            FileChange("data/input.json", "modified", "a", "b"),
+            FileChange("pairs.py", "modified", "a", "b"),
+        )
+    )
+    found = guard_findings(change, "python ./bench.py --fast", ["data/*"])
+    assert [line.split(",")[0] for line in found] == [
+        "metric_guarded: bench.py",
+        "metric_guarded: data/input.json",
+    ]
+
+
+def _log(store: EventStore, run: str, *records: ce.FleetEvent) -> None:
+    for record in records:
+        store.append(run, "harness", record.kind, record.data())
+
+
+def test_the_fold_tracks_the_best_and_a_try_in_flight_and_resumes_where_it_was(tmp_path: Path) -> None:
+    with EventStore.open(tmp_path / "log.db") as store:
+        _log(
+            store, "c1",
+            ce.ClimbStarted(base="b0", metric="python bench.py", tries=5, branch="hilbert/climb/c1/best"),
+            ce.BaselineMeasured(commit="b0", values=[1.0, 1.1, 0.9], median=1.0, noise=0.1),
+            ce.TryStarted(try_no=1, explorer="Noether", base="b0"),
+            ce.TryStarted(try_no=2, explorer="Erdős", base="b0"),
+            ce.TryGated(try_no=1, commit="c1", idea="a dict", passed=True, tree="t1"),
+            ce.TryMeasured(try_no=1, commit="c1", values=[0.2, 0.21, 0.19], median=0.2, spread=0.01),
+            ce.TryKept(try_no=1, commit="c1", median=0.2, previous=1.0),
+        )  # fmt: skip
+        store.append("c1", "Noether#1", "model_call", {"cost_usd": 0.25})
+        store.append("other", "harness", "fleet_started", {})
+        fold = ClimbFold(store, "c1")
+        state = fold.catch_up()
+        assert (state.best, state.best_median, state.baseline_median, state.noise) == ("c1", 0.2, 1.0, 0.1)
+        assert [t.no for t in state.in_flight] == [2] and state.next_try() == 3
+        assert state.spent_usd == 0.25
+        _log(
+            store, "c1", ce.TryReverted(try_no=2, stage="interrupted", reason="the run stopped while it ran")
+        )
+        state = fold.catch_up()  # only the new event is applied
+        assert not state.in_flight and state.tries[2].stage == "interrupted"
+        assert is_climb(store, "c1") and not is_climb(store, "other")
+    rows = results_tsv(state).splitlines()
+    assert rows[0].split("\t")[:3] == ["try", "explorer", "idea"]
+    assert rows[1].split("\t")[:4] == ["1", "Noether", "a dict", "0.2"] and "kept" in rows[1]
+    assert "interrupted" in rows[2]
+    board = "\n".join(leaderboard(state))
+    assert "base 1 -> best 0.2" in board and "* #1" in board and "1 interrupted, 1 kept" in board
