@@ -1,7 +1,9 @@
 """The climb's proof: three explorers climb the sample project against the fake optimiser, from the
 command line as a person would. The best branch beats the base beyond the noise; the try that edits
-the benchmark is refused by the guard, the one that caches its answer fails its measurement; every
-try is a row of results.tsv and a line of the log."""
+the benchmark is refused by the guard, the one that caches its answer fails its measurement; the
+sealed holdout is measured on the kept best; every try is a row of results.tsv and a line of the log.
+And a try that special-cases the benchmark's input is kept on the metric but reported as overfitting
+by the holdout, which stops the climb when asked to."""
 
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ from pathlib import Path
 
 from cli_support import run_cli
 from hilbert.climb.state import ClimbFold
-from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_sample
+from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_holdout, write_sample
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 
 
 def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path) -> None:
     repo = write_sample(tmp_path / "repo")
+    holdout = write_holdout(tmp_path / "sealed")  # outside the repository
     db = tmp_path / "log" / "hilbert.db"
     env = {
         **os.environ,
@@ -30,6 +33,7 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
         ran = run_cli(
             "climb", "--repo", str(repo), "--metric", METRIC, "--goal", "min", "--explorers", "3",
             "--tries", "3", "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed",
+            "--holdout-metric", f"python {holdout}",
             "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
             cwd=tmp_path, env=env,
         )  # fmt: skip
@@ -52,6 +56,10 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     assert ".pairs_cache.json" in cached["why"]  # written into the tree, or refused by a read-only one
     kept = by_idea["count complements in one pass with a dict"]
     assert kept["outcome"] == "kept" and float(kept["median"]) == state.best_median
+    # the holdout, measured on the base and the kept best, followed the metric: no overfitting
+    assert state.holdout_base is not None and state.holdout_best is not None
+    assert state.holdout_best < state.holdout_base and not state.overfit
+    assert kept["holdout"] and "overfit" not in kept["holdout"]
 
     branch = f"hilbert/climb/{run}/best"
     best = subprocess.run(
@@ -65,3 +73,30 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     assert "* #" in status.stdout and "count complements in one pass with a dict" in status.stdout
     fleet_status = run_cli("status", "--run", run, "--db", str(db), cwd=tmp_path, env=env)
     assert fleet_status.stdout == status.stdout  # `hilbert status` on a climb: the same leaderboard
+
+
+def test_special_casing_the_benchmark_is_caught_by_the_sealed_holdout(tmp_path: Path) -> None:
+    repo = write_sample(tmp_path / "repo")
+    holdout = write_holdout(tmp_path / "sealed")
+    db = tmp_path / "log" / "hilbert.db"
+    env = {
+        **os.environ,
+        "HILBERT_HOME": str(tmp_path / "home"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+    with FakeServer("optimiser:ideas=special+dict") as server:
+        ran = run_cli(
+            "climb", "--repo", str(repo), "--metric", METRIC, "--explorers", "1", "--tries", "2",
+            "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed", "--stop-on-overfit",
+            "--holdout-metric", f"python {holdout}",
+            "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr + ran.stdout
+    with EventStore.open(db) as store:
+        (run,) = store.runs()
+        state = ClimbFold(store, run).catch_up()
+    assert [t.idea for t in state.overfit] == ["a fast path for the common input"]
+    assert state.finished is not None and state.finished.reason.startswith("overfitting")
+    assert len(state.tries) == 1  # the climb stopped before a second try
+    assert "overfitting: try 1 (a fast path for the common input)" in ran.stdout

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from hilbert.climb import events as ce
+from hilbert.climb.driver import sealed_folders
 from hilbert.climb.metric import MetricError, better, noise, read_metric
 from hilbert.climb.neardup import duplicate_of, fingerprint, jaccard
 from hilbert.climb.results import leaderboard, results_tsv
 from hilbert.climb.state import ClimbFold, is_climb
 from hilbert.climb.tries import guard_findings
+from hilbert.errors import UserError
 from hilbert.judge.change import Change, FileChange
 from hilbert.store import EventStore
 
@@ -93,3 +95,16 @@ def test_the_fold_tracks_the_best_and_a_try_in_flight_and_resumes_where_it_was(t
     assert "interrupted" in rows[2]
     board = "\n".join(leaderboard(state))
     assert "base 1 -> best 0.2" in board and "* #1" in board and "1 interrupted, 1 kept" in board
+
+
+def test_a_holdout_must_name_its_files_outside_the_repository(tmp_path: Path) -> None:
+    repo, sealed = tmp_path / "repo", tmp_path / "sealed"
+    repo.mkdir()
+    sealed.mkdir()
+    (repo / "bench.py").write_text("")
+    (sealed / "holdout.py").write_text("")
+    assert sealed_folders(f"python {sealed / 'holdout.py'} --quick", repo) == (sealed.resolve(),)
+    with pytest.raises(UserError, match="inside the repository"):
+        sealed_folders(f"python {repo / 'bench.py'}", repo)
+    with pytest.raises(UserError, match="names no file by absolute path"):
+        sealed_folders("python holdout.py", repo)

@@ -4,14 +4,18 @@ explorers try ideas in parallel until the tries, the time or the money run out, 
 A resume reads everything from the fold: the settings (`climb_started`), the best and the noise, the
 tries done. A try that was in flight when the process died is reverted as `interrupted` (its
 workspace archived) and a fresh try takes its place. Every `renoise_every` tries the best is measured
-again and the noise taken from there. `results.tsv` beside the log is rewritten from the fold after
-every try.
+again and the noise taken from there. With a holdout (`--holdout-metric`), its files' folders are
+hidden from every command but the harness's holdout runs (`sealed_folders`), and it is measured on
+the base and on each kept best (`tries.measure_holdout`). `results.tsv` beside the log is rewritten
+from the fold after every try.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import shlex
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,7 +26,7 @@ from hilbert.climb.measure import Measurer
 from hilbert.climb.metric import noise
 from hilbert.climb.results import write_results
 from hilbert.climb.state import ClimbFold, ClimbState
-from hilbert.climb.tries import Climb, one_try
+from hilbert.climb.tries import Climb, measure_holdout, one_try
 from hilbert.commands import Runner, verify_timeout
 from hilbert.commands.leftovers import kill_marked, new_mark
 from hilbert.errors import RunError, UserError
@@ -48,6 +52,8 @@ class ClimbOptions:
     max_cost_usd: float = 0.0
     max_time_s: float = 0.0
     guards: tuple[str, ...] = ()
+    holdout: str = ""
+    stop_on_overfit: bool = False
 
 
 def best_branch(run: str) -> str:
@@ -82,6 +88,7 @@ async def open_climb(
         if options.goal not in ("min", "max"):
             raise UserError(f"unknown goal {options.goal!r}", hint="use --goal min or --goal max")
         source = options.repo.absolute()
+        sealed_folders(options.holdout, source)  # refused before anything is written
         await refuse_submodules(source, git)
         branch = best_branch(run)
         path = root / "integration.git"
@@ -93,17 +100,46 @@ async def open_climb(
             goal=options.goal, test_command=options.test_command, explorers=options.explorers,
             tries=options.tries, repeat=options.repeat, renoise_every=options.renoise_every,
             max_cost_usd=options.max_cost_usd, max_time_s=options.max_time_s,
-            guards=list(options.guards), model=model.name, mark=mark,
+            guards=list(options.guards), model=model.name, mark=mark, holdout=options.holdout,
+            stop_on_overfit=options.stop_on_overfit,
         )  # fmt: skip
         store.append(run, "harness", started.kind, started.data())
         fold.catch_up()
     integration = Integration(Path(started.integration), git, started.branch)
-    marked = runner.hiding(root).marked(mark)
-    measurer = Measurer(
-        integration.path, started.metric, marked, git, root / "measure", verify_timeout(marked.timeouts)
-    )
+    sealed = sealed_folders(started.holdout, Path(started.repo))
+    marked = runner.hiding(root, *sealed).marked(mark)
+    # the holdout's own runner: the sealed folders bound read-only (a sandbox shows nothing of /tmp else)
+    seeing = dataclasses.replace(runner.sandbox, keep=(*runner.sandbox.keep, *sealed))
+    harness = dataclasses.replace(runner, sandbox=seeing).hiding(root).marked(mark)
+    timeout = verify_timeout(marked.timeouts)
+    measurer = Measurer(integration.path, started.metric, marked, git, root / "measure", timeout)
+    holdout = None
+    if started.holdout:
+        holdout = Measurer(
+            integration.path, started.holdout, harness, git, root / "holdout", timeout, measurer.lock
+        )
     workspaces = Workspaces(root, integration.path, mark=mark)
-    yield Climb(run, root, store, fold, integration, workspaces, marked, model, measurer)
+    yield Climb(run, root, store, fold, integration, workspaces, marked, model, measurer, holdout)
+
+
+def sealed_folders(holdout: str, repo: Path) -> tuple[Path, ...]:
+    """The folders of the files a holdout command names (by absolute path), hidden from everything
+    but the harness's holdout runs. A holdout naming no such file, or one inside the repository, is
+    refused: it would not be sealed."""
+    if not holdout:
+        return ()
+    try:
+        words = shlex.split(holdout)
+    except ValueError:
+        words = holdout.split()
+    files = [Path(word) for word in words if Path(word).is_absolute() and Path(word).exists()]
+    hint = "keep the holdout's script and data outside the repository and name them by absolute path"
+    if not files:
+        raise UserError(f"the holdout `{holdout}` names no file by absolute path", hint=hint)
+    for path in files:
+        if path.resolve().is_relative_to(repo.resolve()):
+            raise UserError(f"the holdout's {path} is inside the repository {repo}", hint=hint)
+    return tuple(sorted({p.resolve() if p.is_dir() else p.resolve().parent for p in files}))
 
 
 async def climb(c: Climb) -> ClimbState:
@@ -123,6 +159,8 @@ async def climb(c: Climb) -> ClimbState:
                 f"the metric failed on the base: {state.base_error}",
                 hint="run the metric by hand in the repository; it must print one number on its last line",
             )
+    if c.holdout is not None and state.holdout_base is None and not state.holdout_error:
+        await measure_holdout(c, 0, state.best)
     names = allocate(started.explorers)
     numbers = iter(range(state.next_try(), 1 << 30))
     stopping: list[str] = []
@@ -169,6 +207,8 @@ def _budget_spent(state: ClimbState) -> str:
         return f"the time budget ({started.max_time_s:g} s) is spent"
     if started.max_cost_usd and state.spent_usd >= started.max_cost_usd:
         return f"the money budget (${started.max_cost_usd:g}) is spent"
+    if started.stop_on_overfit and state.overfit:
+        return f"overfitting: the holdout did not follow the metric on try {state.overfit[0].no}"
     return ""
 
 

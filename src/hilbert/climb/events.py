@@ -2,7 +2,8 @@
 `decode` reads them like any fleet kind; the fleet's fold has no handler for them and passes them by.
 
 Every record is written by the harness (agent "harness"); `try_no` numbers a run's tries from 1.
-A try's life: `try_started` → `try_gated` → (`try_measured`) → `try_kept` | `try_reverted`; a try
+A try's life: `try_started` → `try_gated` → (`try_measured`) → `try_kept` (→ `holdout_measured`) |
+`try_reverted`; a try
 with `try_started` and no ending was in flight when the run died, and a resume starts it again.
 """
 
@@ -35,6 +36,8 @@ class ClimbStarted(FleetEvent):
     guards: list[str] = field(default_factory=list)
     model: str = ""
     mark: str = ""
+    holdout: str = ""  # the sealed holdout's command ("" none); its folders are hidden from explorers
+    stop_on_overfit: bool = False
 
 
 @kind("baseline_measured")
@@ -98,6 +101,20 @@ class TryReverted(FleetEvent):
     reason: str = ""
 
 
+@kind("holdout_measured")
+class HoldoutMeasured(FleetEvent):
+    """The sealed holdout on the base (`try_no` 0) or on a kept best. `overfit`: the metric improved
+    and the holdout did not follow (not better than the previous best's beyond 2 x its noise)."""
+
+    try_no: int = 0
+    commit: str = ""
+    values: list[float] = field(default_factory=list)
+    median: float = 0.0
+    noise: float = 0.0
+    error: str = ""
+    overfit: bool = False
+
+
 @kind("climb_finished")
 class ClimbFinished(FleetEvent):
     reason: str = ""
@@ -110,6 +127,7 @@ __all__ = [
     "BaselineMeasured",
     "ClimbFinished",
     "ClimbStarted",
+    "HoldoutMeasured",
     "TryGated",
     "TryKept",
     "TryMeasured",

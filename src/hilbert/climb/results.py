@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hilbert.climb.state import ClimbState, TryView
 
-COLUMNS = ("try", "explorer", "idea", "median", "spread", "readings", "outcome", "stage", "why")
+COLUMNS = ("try", "explorer", "idea", "median", "spread", "readings", "outcome", "stage", "why", "holdout")
 
 
 def rows(state: ClimbState) -> list[tuple[str, ...]]:
@@ -27,6 +27,9 @@ def rows(state: ClimbState) -> list[tuple[str, ...]]:
                 view.outcome or "running",
                 view.stage,
                 view.reason,
+                ""
+                if view.holdout is None
+                else f"{view.holdout:.6g}" + (" (overfit)" if view.overfit else ""),
             )
         )
     return out
@@ -60,6 +63,11 @@ def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
         f"climb {state.run} ({where}): `{started.metric}` ({goal} is better)",
         f"  base {base} -> best {best} (noise {state.noise:.3g}) on {started.branch} at {state.best[:10]}",
     ]
+    if state.holdout_base is not None or state.holdout_error:
+        held = state.holdout_error or f"base {state.holdout_base:.6g} -> best {state.holdout_best:.6g}"
+        lines.append(f"  holdout (sealed): {held}")
+    for view in state.overfit:
+        lines.append(f"  overfitting: try {view.no} ({view.idea}) improved the metric, not the holdout")
     measured = [t for t in state.tries.values() if t.median is not None]
     sign = 1.0 if started.goal == "min" else -1.0
     measured.sort(key=lambda t: sign * (t.median or 0.0))

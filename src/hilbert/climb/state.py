@@ -32,6 +32,8 @@ class TryView:
     values: tuple[float, ...] = ()
     median: float | None = None
     spread: float = 0.0
+    holdout: float | None = None  # the sealed holdout's median, on a kept best
+    overfit: bool = False
     outcome: str | None = None  # "kept" or "reverted"
     stage: str = ""  # a reverted try's stage (gate, duplicate, ...)
     reason: str = ""
@@ -51,6 +53,10 @@ class ClimbState:
     finished: ce.ClimbFinished | None = None
     spent_usd: float = 0.0
     base_error: str = ""
+    holdout_base: float | None = None
+    holdout_best: float | None = None
+    holdout_noise: float = 0.0
+    holdout_error: str = ""
     last_id: int = 0
 
     @property
@@ -60,6 +66,11 @@ class ClimbState:
     @property
     def in_flight(self) -> list[TryView]:
         return [t for t in self.tries.values() if t.outcome is None]
+
+    @property
+    def overfit(self) -> list[TryView]:
+        """Kept bests whose holdout did not follow the metric."""
+        return [t for t in self.tries.values() if t.overfit]
 
     @property
     def kept(self) -> list[TryView]:
@@ -102,9 +113,23 @@ def apply(state: ClimbState, event: Event) -> ClimbState:
     elif isinstance(record, ce.TryReverted) and record.try_no in state.tries:
         view = state.tries[record.try_no]
         view.outcome, view.stage, view.reason = "reverted", record.stage, record.reason
+    elif isinstance(record, ce.HoldoutMeasured):
+        _holdout(state, record)
     elif isinstance(record, ce.ClimbFinished):
         state.finished = record
     return state
+
+
+def _holdout(state: ClimbState, record: ce.HoldoutMeasured) -> None:
+    if record.error:
+        state.holdout_error = record.error
+        return
+    if record.try_no == 0:
+        state.holdout_base, state.holdout_noise = record.median, record.noise
+    elif record.try_no in state.tries:
+        view = state.tries[record.try_no]
+        view.holdout, view.overfit = record.median, record.overfit
+    state.holdout_best = record.median
 
 
 class ClimbFold:

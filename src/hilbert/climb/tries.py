@@ -66,6 +66,7 @@ class Climb:
     runner: Runner
     model: Model
     measurer: Measurer
+    holdout: Measurer | None = None  # the sealed holdout, run by the harness on kept bests only
     deciding: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def record(self, event: FleetEvent) -> None:
@@ -203,7 +204,33 @@ async def _judge(
         if refused is not None:
             return revert("stale", refused)
         climb.record(ce.TryKept(try_no=try_no, commit=commit, median=measured.median, previous=best))
+        await measure_holdout(climb, try_no, commit)
     return None
 
 
-__all__ = ["Climb", "guard_findings", "one_try", "prompt_for"]
+async def measure_holdout(climb: Climb, try_no: int, commit: str) -> None:
+    """The sealed holdout on `commit` (the base: `try_no` 0, else a kept best). Its readings go into
+    the log only: never into a prompt."""
+    if climb.holdout is None:
+        return
+    state = climb.fold.catch_up()
+    assert state.started is not None
+    measured = await climb.holdout.measure(commit, state.started.repeat, f"holdout-{try_no}")
+    level = max(state.holdout_noise, noise(measured.values)) if measured.values else 0.0
+    goal: Goal = "max" if state.started.goal == "max" else "min"
+    previous = state.holdout_best
+    overfit = bool(
+        try_no
+        and not measured.error
+        and previous is not None
+        and not better(goal, measured.median, previous, level)
+    )
+    climb.record(
+        ce.HoldoutMeasured(
+            try_no=try_no, commit=commit, values=list(measured.values), error=measured.error,
+            median=measured.median if measured.values else 0.0, noise=level, overfit=overfit,
+        )
+    )  # fmt: skip
+
+
+__all__ = ["Climb", "guard_findings", "measure_holdout", "one_try", "prompt_for"]

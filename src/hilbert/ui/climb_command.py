@@ -68,6 +68,18 @@ if TYPE_CHECKING:
     metavar="GLOB",
     help="Files the metric depends on (its data); a try that changes one is rejected.",
 )
+@click.option(
+    "--holdout-metric",
+    "holdout",
+    default="",
+    help="A sealed second metric (its files outside the repository, by absolute path): "
+    "run by the harness on each kept best, hidden from the explorers, never in a prompt.",
+)
+@click.option(
+    "--stop-on-overfit",
+    is_flag=True,
+    help="End the climb when a kept best improves the metric but not the holdout.",
+)
 @click.option("--test-command", help="The tests every try must pass (default: commands.test).")
 @click.option("--model", "-m", help="The explorers' model, e.g. anthropic:claude-sonnet-4-5.")
 @click.option("--run", "run_id", help="The climb's run id (with --resume or --status).")
@@ -84,7 +96,7 @@ if TYPE_CHECKING:
 def climb(
     repo: Path, metric: str | None, goal: str, explorers: int, tries: int, max_cost: float, max_time: float,
     repeat: int, renoise_every: int, guards: tuple[str, ...], run_id: str | None, resume: bool,
-    show_status: bool, yes: bool, **options: Any,
+    show_status: bool, yes: bool, holdout: str, stop_on_overfit: bool, **options: Any,
 ) -> None:  # fmt: skip
     """Climb a metric: explorers try ideas, the harness measures each, keeps the better, reverts the rest."""
     from hilbert.climb.driver import ClimbOptions
@@ -110,7 +122,7 @@ def climb(
             raise UserError(f"{repo} is not a git repository", hint="pass --repo DIR of a git checkout")
         chosen = ClimbOptions(
             repo, metric, goal, settings.commands.test, explorers, tries, repeat, renoise_every,
-            max_cost, max_time, guards,
+            max_cost, max_time, guards, holdout, stop_on_overfit,
         )  # fmt: skip
         if not yes and not click.confirm(f"Climb `{metric}` ({goal}) with {explorers} explorers?"):
             return
