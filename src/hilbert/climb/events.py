@@ -80,6 +80,7 @@ class TryMeasured(FleetEvent):
     median: float = 0.0
     spread: float = 0.0
     error: str = ""  # a failed measurement: the try is reverted with it, never scored
+    best_values: list[float] = field(default_factory=list)  # the best's readings, interleaved with these
 
 
 @kind("try_kept")
@@ -104,7 +105,8 @@ class TryReverted(FleetEvent):
 @kind("holdout_measured")
 class HoldoutMeasured(FleetEvent):
     """The sealed holdout on the base (`try_no` 0) or on a kept best. `overfit`: the metric improved
-    and the holdout did not follow (not better than the previous best's beyond 2 x its noise)."""
+    and the holdout did not follow (not better than the previous best's, measured beside it, beyond
+    2 x its noise)."""
 
     try_no: int = 0
     commit: str = ""

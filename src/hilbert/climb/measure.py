@@ -5,8 +5,10 @@ dir) in a folder of its own, bound read-only inside the sandbox where the sandbo
 listed before and after every run where it cannot: a run that wrote into the tree (a cache of its
 answer, a changed benchmark) is a failed measurement that names what it wrote. While the metric runs,
 every command slot of the run's `Runner` is held (`Slots`), so no test, gate or build of an explorer
-runs beside it; one measurement at a time (`Measurer.lock`). The median of the readings is the
-commit's score; `hilbert.climb.metric` reads each one.
+runs beside it; one measurement at a time (`Measurer.lock`). A try is measured interleaved with the
+best (`compare`: best, try, best, try, ...), so that drift of the machine between two measurements
+does not pass for a gain. The median of the readings is the commit's score; `hilbert.climb.metric`
+reads each one.
 """
 
 from __future__ import annotations
@@ -56,37 +58,48 @@ class Measurer:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def measure(self, commit: str, repeat: int, label: str) -> Measurement:
+        """`commit` measured `repeat` times."""
+        return (await self.compare((commit,), repeat, label))[0]
+
+    async def compare(self, commits: tuple[str, ...], repeat: int, label: str) -> tuple[Measurement, ...]:
+        """Each of `commits` measured `repeat` times, interleaved (a, b, a, b, ...): a machine that
+        gets busier or quieter meanwhile moves them alike, so their difference is the change's own."""
         async with self.lock:
             root = self.scratch / label
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
             try:
-                tree = await export_commit(self.git, self.repo, commit, root / "tree")
-                return await self._runs(root, tree, repeat)
+                trees = [
+                    await export_commit(self.git, self.repo, commit, root / f"tree-{i}")
+                    for i, commit in enumerate(commits)
+                ]
+                found: list[Measurement] = [Measurement() for _ in commits]
+                for _ in range(repeat):
+                    for i, tree in enumerate(trees):
+                        if not found[i].error:
+                            found[i] = await self._run(root, tree, found[i])
+                return tuple(found)
             finally:
                 await asyncio.to_thread(shutil.rmtree, root, True)
 
-    async def _runs(self, root: Path, tree: Path, repeat: int) -> Measurement:
-        values: list[float] = []
+    async def _run(self, root: Path, tree: Path, so_far: Measurement) -> Measurement:
+        """One more reading of the export `tree` on top of `so_far`, or why there is none."""
+        values = so_far.values
         alone = dataclasses.replace(self.runner, slots=None)  # the slots are held around it instead
-        for _ in range(repeat):
-            before = _listing(tree)
-            async with all_slots(self.runner):
-                ran = await alone.run(
-                    self.metric, root=root, cwd=tree, timeout=self.timeout, readonly=(tree,)
-                )
-            wrote = _changed(before, _listing(tree))
-            if wrote:
-                shown = ", ".join(wrote[:3]) + (" …" if len(wrote) > 3 else "")
-                return Measurement(tuple(values), f"the metric's run wrote into the tree: {shown}", wrote)
-            if not ran.ok:
-                tail = " ".join(ran.text(root).strip().splitlines()[-1:]).replace(f"{tree}/", "")[:200]
-                return Measurement(tuple(values), f"the metric failed ({ran.status()}): {tail}")
-            try:
-                values.append(read_metric(ran.output.render()))
-            except MetricError as bad:
-                return Measurement(tuple(values), str(bad))
-        return Measurement(tuple(values))
+        before = _listing(tree)
+        async with all_slots(self.runner):
+            ran = await alone.run(self.metric, root=root, cwd=tree, timeout=self.timeout, readonly=(tree,))
+        wrote = _changed(before, _listing(tree))
+        if wrote:
+            shown = ", ".join(wrote[:3]) + (" …" if len(wrote) > 3 else "")
+            return Measurement(values, f"the metric's run wrote into the tree: {shown}", wrote)
+        if not ran.ok:
+            tail = " ".join(ran.text(root).strip().splitlines()[-1:]).replace(f"{tree}/", "")[:200]
+            return Measurement(values, f"`{self.metric}` failed ({ran.status()}): {tail}")
+        try:
+            return Measurement((*values, read_metric(ran.output.render())))
+        except MetricError as bad:
+            return Measurement(values, str(bad))
 
 
 @contextlib.asynccontextmanager

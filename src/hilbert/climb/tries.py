@@ -180,54 +180,58 @@ async def _judge(
     if not passed:
         return revert("gate", "; ".join(gate.reasons) or "the gate did not accept it")
     async with climb.deciding:  # measured even when the best moved: what it does to the metric is news
-        measured = await climb.measurer.measure(commit, started.repeat, f"try-{try_no}")
+        state = climb.fold.catch_up()
+        pair = (commit, state.best)  # the best now: the one it must beat, measured beside it
+        measured, best_now = await climb.measurer.compare(pair, started.repeat, f"try-{try_no}")
         climb.record(
             ce.TryMeasured(
                 try_no=try_no, commit=commit, values=list(measured.values),
                 median=measured.median if measured.values else 0.0, spread=measured.spread,
-                error=measured.error,
+                error=measured.error, best_values=list(best_now.values),
             )
         )  # fmt: skip
         if measured.error:
             return revert("measure", measured.error)
-        state = climb.fold.catch_up()
+        if best_now.error:
+            return revert("measure", f"the best could not be measured beside it: {best_now.error}")
         if state.best != base:
             return revert("stale", f"the best moved from {base[:10]} to {state.best[:10]} while it ran")
-        best = state.best_median
-        assert best is not None
+        best = best_now.median
         goal: Goal = "max" if started.goal == "max" else "min"
-        level = max(state.noise, noise(measured.values))  # the best's noise, or the try's own if larger
+        # the best's noise from its own measurements, or either side's spread now if larger
+        level = max(state.noise, noise(measured.values), noise(best_now.values))
         if not better(goal, measured.median, best, level):
-            why = f"median {measured.median:g} vs best {best:g}: not beyond {MARGIN:g} x noise {level:g}"
+            why = f"median {measured.median:g} vs best {best:g} beside it: not beyond {MARGIN:g} x {level:g}"
             return revert("no_gain", why)
         refused = await climb.integration.land(commit, base)
         if refused is not None:
             return revert("stale", refused)
         climb.record(ce.TryKept(try_no=try_no, commit=commit, median=measured.median, previous=best))
-        await measure_holdout(climb, try_no, commit)
+        await measure_holdout(climb, try_no, commit, base)
     return None
 
 
-async def measure_holdout(climb: Climb, try_no: int, commit: str) -> None:
-    """The sealed holdout on `commit` (the base: `try_no` 0, else a kept best). Its readings go into
-    the log only: never into a prompt."""
+async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str = "") -> None:
+    """The sealed holdout on `commit` (the base: `try_no` 0, else a kept best, measured interleaved
+    with the `previous` best). Its readings go into the log only: never into a prompt."""
     if climb.holdout is None:
         return
     state = climb.fold.catch_up()
     assert state.started is not None
-    measured = await climb.holdout.measure(commit, state.started.repeat, f"holdout-{try_no}")
-    level = max(state.holdout_noise, noise(measured.values)) if measured.values else 0.0
+    repeat, label = state.started.repeat, f"holdout-{try_no}"
+    pair = await climb.holdout.compare((commit, previous) if previous else (commit,), repeat, label)
+    measured, before = pair[0], pair[-1]
+    level = max(state.holdout_noise, noise(measured.values), noise(before.values)) if measured.values else 0.0
     goal: Goal = "max" if state.started.goal == "max" else "min"
-    previous = state.holdout_best
     overfit = bool(
-        try_no
+        previous
         and not measured.error
-        and previous is not None
-        and not better(goal, measured.median, previous, level)
+        and not before.error
+        and not better(goal, measured.median, before.median, level)
     )
     climb.record(
         ce.HoldoutMeasured(
-            try_no=try_no, commit=commit, values=list(measured.values), error=measured.error,
+            try_no=try_no, commit=commit, values=list(measured.values), error=measured.error or before.error,
             median=measured.median if measured.values else 0.0, noise=level, overfit=overfit,
         )
     )  # fmt: skip

@@ -29,6 +29,9 @@ from hilbert.errors import UserError
 )
 @click.option("--single", is_flag=True, help="The one-agent demo instead: one agent fixes one bug.")
 @click.option(
+    "--climb", is_flag=True, help="The climb demo instead: three explorers speed up a slow function."
+)
+@click.option(
     "--protocol",
     type=click.Choice(["openai", "openai-responses", "anthropic"]),
     default="anthropic",
@@ -37,10 +40,20 @@ from hilbert.errors import UserError
 )
 @click.option("--unsandboxed", is_flag=True, help="Accept running the workers' commands without a sandbox.")
 def demo(
-    directory: Path, seed: int | None, workers: int, single: bool, protocol: str, unsandboxed: bool
+    directory: Path,
+    seed: int | None,
+    workers: int,
+    single: bool,
+    climb: bool,
+    protocol: str,
+    unsandboxed: bool,
 ) -> None:
     """Offline demo: a lead and a fleet of workers fix a generated project against the fake model server."""
-    if single:
+    if climb:
+        from hilbert.sim.demo.climb import run_climb_demo
+
+        ok = asyncio.run(run_climb_demo(directory, seed=seed, unsandboxed=unsandboxed))
+    elif single:
         from hilbert.sim.demo.single import run_demo
 
         ok = asyncio.run(run_demo(directory, seed=seed, protocol=protocol, unsandboxed=unsandboxed))
