@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import fcntl
+import os
 import shlex
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +74,36 @@ async def open_climb(
 ) -> AsyncIterator[Climb]:
     """The climb `run` in the folder `root`: fresh with `options`, else resumed from its log."""
     root = Path(root).absolute()
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root, run):
+        async with _opened(options, run=run, root=root, store=store, runner=runner, model=model) as c:
+            yield c
+
+
+@contextlib.contextmanager
+def _locked(root: Path, run: str) -> Iterator[None]:
+    """Hold the climb folder's lock while this process drives it (the kernel drops it when it dies):
+    two processes never drive one climb."""
+    with (root / "climb.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UserError(
+                f"climb {run} is live: {holder} is driving it", hint="watch it: hilbert climb --status"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    options: ClimbOptions | None, *, run: str, root: Path, store: EventStore, runner: Runner, model: Model
+) -> AsyncIterator[Climb]:
     fold = ClimbFold(store, run)
     state = fold.catch_up()
     if options is None and state.started is None:
