@@ -33,7 +33,7 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
         ran = run_cli(
             "climb", "--repo", str(repo), "--metric", METRIC, "--goal", "min", "--explorers", "3",
             "--tries", "3", "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed",
-            "--holdout-metric", f"python {holdout}",
+            "--holdout-metric", f"python {holdout}", "--renoise-every", "2",
             "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
             cwd=tmp_path, env=env,
         )  # fmt: skip
@@ -43,6 +43,9 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
         state = ClimbFold(store, run).catch_up()
     assert state.finished is not None and state.baseline_median is not None and state.best_median is not None
     assert state.best_median < state.baseline_median - 2 * state.noise  # beyond the noise
+    with EventStore.open(db) as store:  # the base measured at the start, the best again after 2 tries
+        noise_taken = [e.data["commit"] for e in store.events(run=run, kinds=["baseline_measured"])]
+    assert len(noise_taken) == 2 and state.noise_at_try >= 2
 
     tsv = (db.parent / f"{run}-results.tsv").read_text().splitlines()
     table = list(csv.DictReader(tsv, delimiter="\t"))

@@ -3,10 +3,12 @@ results it writes, the guard."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from cli_support import run_cli
 from hilbert.climb import events as ce
 from hilbert.climb.driver import sealed_folders
 from hilbert.climb.metric import MetricError, better, noise, read_metric
@@ -108,3 +110,20 @@ def test_a_holdout_must_name_its_files_outside_the_repository(tmp_path: Path) ->
         sealed_folders(f"python {repo / 'bench.py'}", repo)
     with pytest.raises(UserError, match="names no file by absolute path"):
         sealed_folders("python holdout.py", repo)
+
+
+def test_bad_climb_input_is_one_line_with_a_hint(tmp_path: Path) -> None:
+    env = {**os.environ, "HILBERT_HOME": str(tmp_path / "home")}
+    db = str(tmp_path / "log.db")
+    no_metric = run_cli("climb", "--repo", str(tmp_path), "--db", db, "--yes", cwd=tmp_path, env=env)
+    assert no_metric.returncode == 2
+    assert (
+        no_metric.stderr.startswith("hilbert: error: no metric given") and "Traceback" not in no_metric.stderr
+    )
+    not_repo = run_cli(
+        "climb", "--repo", str(tmp_path), "--metric", "true", "--db", db, "--yes", cwd=tmp_path, env=env
+    )
+    assert not_repo.returncode == 2 and "is not a git repository" in not_repo.stderr
+    assert len(not_repo.stderr.strip().splitlines()) == 1
+    no_log = run_cli("climb", "--status", "--db", db, cwd=tmp_path, env=env)
+    assert no_log.returncode == 2 and "no event log at" in no_log.stderr and not Path(db).exists()

@@ -106,6 +106,8 @@ def climb(
 
     settings = load_settings(**options)
     if show_status:
+        if not settings.db_path.exists():
+            raise UserError(f"no event log at {settings.db_path}", hint="start a climb first, or pass --db")
         with EventStore.open(settings.db_path) as store:
             run = run_id or _latest_climb(store)
             if not is_climb(store, run):
