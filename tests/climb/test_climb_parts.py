@@ -84,6 +84,7 @@ def test_the_fold_tracks_the_best_and_a_try_in_flight_and_resumes_where_it_was(t
         state = fold.catch_up()
         assert (state.best, state.best_median, state.baseline_median, state.noise) == ("c1", 0.2, 1.0, 0.1)
         assert [t.no for t in state.in_flight] == [2] and state.next_try() == 3
+        assert state.tries[1].passed_gate and not state.tries[2].passed_gate  # near-duplicates: try 1 only
         assert state.spent_usd == 0.25
         _log(
             store, "c1", ce.TryReverted(try_no=2, stage="interrupted", reason="the run stopped while it ran")

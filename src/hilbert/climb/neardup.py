@@ -43,7 +43,7 @@ def duplicate_of(
     shingles: frozenset[int], tree: str, earlier: Iterable[tuple[int, frozenset[int], str]]
 ) -> tuple[int, float] | None:
     """The earlier try (number, similarity) this one nearly duplicates, or None. `earlier`: (number,
-    fingerprint, tree) of the tries that reached measurement."""
+    fingerprint, tree) of the tries the gate let through (measured, or failing their measurement)."""
     for number, other, other_tree in earlier:
         if tree and tree == other_tree:
             return number, 1.0

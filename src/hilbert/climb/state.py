@@ -29,6 +29,7 @@ class TryView:
     findings: tuple[str, ...] = ()
     shingles: frozenset[int] = frozenset()
     tree: str = ""
+    passed_gate: bool = False
     values: tuple[float, ...] = ()
     median: float | None = None
     spread: float = 0.0
@@ -103,6 +104,7 @@ def apply(state: ClimbState, event: Event) -> ClimbState:
         view = state.tries[record.try_no]
         view.commit, view.idea, view.tree = record.commit, record.idea, record.tree
         view.findings, view.shingles = tuple(record.findings), frozenset(record.shingles)
+        view.passed_gate = record.passed
     elif isinstance(record, ce.TryMeasured) and record.try_no in state.tries:
         view = state.tries[record.try_no]
         view.values, view.spread = tuple(record.values), record.spread

@@ -164,7 +164,8 @@ async def _judge(
     if guarded:  # refused before anything of it runs
         climb.record(gated)
         return revert("gate", "; ".join(gated.reasons))
-    earlier = [(t.no, t.shingles, t.tree) for t in climb.fold.catch_up().tries.values() if t.values]
+    tries = climb.fold.catch_up().tries.values()  # every try the gate let through, whatever came after
+    earlier = [(t.no, t.shingles, t.tree) for t in tries if t.passed_gate and t.no != try_no]
     twin = duplicate_of(shingles, tree, earlier)
     if twin is not None:  # before the gate's runs and the measurement, the costly parts
         climb.record(gated)
