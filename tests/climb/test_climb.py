@@ -70,6 +70,10 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     ).stdout
     assert "seen = {}" in best
     assert f"the best is on branch {branch}" in ran.stdout
+    assert (
+        f"try {kept['try']} ({kept['explorer']}, count complements in one pass with a dict): kept at"
+        in ran.stdout
+    )
 
     status = run_cli("climb", "--status", "--run", run, "--db", str(db), cwd=tmp_path, env=env)
     assert status.returncode == 0, status.stderr

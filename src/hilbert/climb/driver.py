@@ -20,14 +20,14 @@ import os
 import shlex
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from hilbert.climb import events as ce
 from hilbert.climb.measure import Measurer
 from hilbert.climb.metric import noise
-from hilbert.climb.results import write_results
+from hilbert.climb.results import progress_line, write_results
 from hilbert.climb.state import ClimbFold, ClimbState
 from hilbert.climb.tries import Climb, measure_holdout, one_try
 from hilbert.commands import Runner, verify_timeout
@@ -175,8 +175,8 @@ def sealed_folders(holdout: str, repo: Path) -> tuple[Path, ...]:
     return tuple(sorted({p.resolve() if p.is_dir() else p.resolve().parent for p in files}))
 
 
-async def climb(c: Climb) -> ClimbState:
-    """Drive the climb to its end; the final state."""
+async def climb(c: Climb, echo: Callable[[str], None] = lambda line: None) -> ClimbState:
+    """Drive the climb to its end (`echo` hears one line per try as it ends); the final state."""
     state = c.fold.catch_up()
     started = state.started
     assert started is not None
@@ -204,8 +204,11 @@ async def climb(c: Climb) -> ClimbState:
             if why:
                 stopping.append(why)
                 return
-            await one_try(c, name, next(numbers))
-            write_results(c.fold.catch_up(), results_path(c))
+            number = next(numbers)
+            await one_try(c, name, number)
+            state = c.fold.catch_up()
+            write_results(state, results_path(c))
+            echo(progress_line(state.tries[number]))
             await _maybe_renoise(c)
 
     await asyncio.gather(*(explorer(name) for name in names))

@@ -85,10 +85,18 @@ def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
     return lines
 
 
+def progress_line(view: TryView) -> str:
+    """One ended try, as the climb prints it: `try 3 (Erdős, a dict): kept at 0.0015`."""
+    median = "" if view.median is None else f" at {view.median:.6g}"
+    if view.outcome == "kept":
+        return f"try {view.no} ({view.explorer}, {view.idea}): kept{median}"
+    return f"try {view.no} ({view.explorer}, {view.idea or '?'}): {view.stage}{median}: {view.reason}"
+
+
 def _line(view: TryView) -> str:
     mark = "*" if view.outcome == "kept" else " "
     median = f"{view.median:.6g}" if view.median is not None else "-"
     return f"  {mark} #{view.no:<3} {median:>10} ±{view.spread:.2g}  {view.explorer:<12} {view.idea[:60]}"
 
 
-__all__ = ["COLUMNS", "leaderboard", "results_tsv", "rows", "write_results"]
+__all__ = ["COLUMNS", "leaderboard", "progress_line", "results_tsv", "rows", "write_results"]

@@ -152,7 +152,7 @@ async def climb_and_report(
         root = settings.home / "runs" / run
         async with open_climb(options, run=run, root=root, store=store, runner=runner, model=model) as c:
             echo(f"climb {run}: log {settings.db_path}, results {results_path(c)}")
-            state = await climb(c)
+            state = await climb(c, echo)
             branch = await deliver_best(c)
     repo = state.started.repo if state.started else "?"
     return [*leaderboard(state), f"the best is on branch {branch} of {repo}"]

@@ -56,7 +56,7 @@ async def run_climb_demo(
         with EventStore.open(settings.db_path) as store:
             root = directory / "runs" / run
             async with open_climb(options, run=run, root=root, store=store, runner=runner, model=model) as c:
-                state = await climb(c)
+                state = await climb(c, lambda line: click.echo(f"  {line}"))
                 branch = await deliver_best(c)
                 tsv = results_path(c)
     click.echo("\n".join(leaderboard(state)))
