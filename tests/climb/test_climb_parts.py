@@ -10,7 +10,7 @@ import pytest
 
 from cli_support import run_cli
 from hilbert.climb import events as ce
-from hilbert.climb.driver import sealed_folders
+from hilbert.climb.driver import budget_spent, sealed_folders
 from hilbert.climb.metric import MetricError, better, noise, read_metric
 from hilbert.climb.neardup import duplicate_of, fingerprint, jaccard
 from hilbert.climb.results import leaderboard, results_tsv
@@ -128,3 +128,22 @@ def test_bad_climb_input_is_one_line_with_a_hint(tmp_path: Path) -> None:
     assert len(not_repo.stderr.strip().splitlines()) == 1
     no_log = run_cli("climb", "--status", "--db", db, cwd=tmp_path, env=env)
     assert no_log.returncode == 2 and "no event log at" in no_log.stderr and not Path(db).exists()
+
+
+def test_a_climb_stops_when_its_tries_money_or_time_run_out(tmp_path: Path) -> None:
+    with EventStore.open(tmp_path / "log.db") as store:
+        _log(store, "c", ce.ClimbStarted(base="b0", tries=2, max_cost_usd=0.5, max_time_s=3600))
+        _log(store, "c", ce.TryStarted(try_no=1, explorer="Noether", base="b0"))
+        fold = ClimbFold(store, "c")
+        assert budget_spent(fold.catch_up()) == ""
+        _log(store, "c", ce.TryReverted(try_no=1, stage="interrupted"))  # not counted
+        _log(store, "c", ce.TryStarted(try_no=2, explorer="Noether", base="b0"))
+        store.append("c", "Noether#2", "model_call", {"cost_usd": 0.6})
+        assert budget_spent(fold.catch_up()) == "the money budget ($0.5) is spent"
+        _log(store, "c", ce.TryStarted(try_no=3, explorer="Noether", base="b0"))
+        assert budget_spent(fold.catch_up()) == "all 2 tries made"  # two running count as made
+        state = fold.catch_up()
+        state.started_at -= 3600  # as if the climb began an hour ago
+        assert budget_spent(state) == "all 2 tries made"
+        state.started = ce.ClimbStarted(max_time_s=3600)
+        assert budget_spent(state) == "the time budget (3600 s) is spent"

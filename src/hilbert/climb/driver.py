@@ -200,7 +200,7 @@ async def climb(c: Climb, echo: Callable[[str], None] = lambda line: None) -> Cl
 
     async def explorer(name: Name) -> None:
         while not stopping:
-            why = _budget_spent(c.fold.catch_up())
+            why = budget_spent(c.fold.catch_up())
             if why:
                 stopping.append(why)
                 return
@@ -233,7 +233,7 @@ async def measure_base(c: Climb) -> None:
     )  # fmt: skip
 
 
-def _budget_spent(state: ClimbState) -> str:
+def budget_spent(state: ClimbState) -> str:
     started = state.started
     assert started is not None
     counted = [t for t in state.done if t.stage != "interrupted"]
