@@ -267,17 +267,6 @@ async def _close_interrupted(c: Climb) -> None:
                 await c.workspaces.archive_or_remove(checkout, c.integration)
 
 
-__all__ = [
-    "ClimbOptions",
-    "best_branch",
-    "climb",
-    "deliver_best",
-    "measure_base",
-    "open_climb",
-    "results_path",
-]
-
-
 async def deliver_best(c: Climb) -> str:
     """Fetch the best branch into the person's repository under the same name (created, or
     fast-forwarded only: a plain fetch without `+`); the one write a climb makes there."""
@@ -294,3 +283,16 @@ async def deliver_best(c: Climb) -> str:
             hint=f"fetch it yourself: git fetch {c.integration.path} {ref}:refs/heads/NAME",
         )
     return started.branch
+
+
+__all__ = [
+    "ClimbOptions",
+    "best_branch",
+    "budget_spent",
+    "climb",
+    "deliver_best",
+    "measure_base",
+    "open_climb",
+    "results_path",
+    "sealed_folders",
+]
