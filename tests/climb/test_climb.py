@@ -94,7 +94,7 @@ def test_special_casing_the_benchmark_is_caught_by_the_sealed_holdout(tmp_path: 
     with FakeServer("optimiser:ideas=special+dict") as server:
         ran = run_cli(
             "climb", "--repo", str(repo), "--metric", METRIC, "--explorers", "1", "--tries", "2",
-            "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed", "--stop-on-overfit",
+            "--repeat", "5", "--test-command", TESTS_COMMAND, "--unsandboxed", "--stop-on-overfit",
             "--holdout-metric", f"python {holdout}",
             "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
             cwd=tmp_path, env=env,

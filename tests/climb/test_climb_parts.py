@@ -11,7 +11,7 @@ import pytest
 from cli_support import run_cli
 from hilbert.climb import events as ce
 from hilbert.climb.driver import budget_spent, sealed_folders
-from hilbert.climb.metric import MetricError, better, noise, read_metric
+from hilbert.climb.metric import MetricError, better, clearly_better, noise, read_metric
 from hilbert.climb.neardup import duplicate_of, fingerprint, jaccard
 from hilbert.climb.results import leaderboard, results_tsv
 from hilbert.climb.state import ClimbFold, is_climb
@@ -34,6 +34,9 @@ def test_noise_is_the_spread_floored_and_better_needs_twice_it() -> None:
     assert noise([1.0, 1.1, 0.9, 1.0, 1.2]) == pytest.approx(0.1 * 1.4826)
     assert better("min", 0.7, 1.0, 0.1) and not better("min", 0.85, 1.0, 0.1)
     assert better("max", 1.3, 1.0, 0.1) and not better("max", 0.7, 1.0, 0.1)
+    assert clearly_better("min", [0.5, 0.6, 0.55], [1.0, 0.9, 1.1], 0.05)
+    assert not clearly_better("min", [0.5, 0.95, 0.55], [1.0, 0.9, 1.1], 0.05)  # a reading overlaps
+    assert not clearly_better("max", [], [1.0], 0.0)
 
 
 def test_near_duplicates_ignore_spacing_and_equal_trees_are_duplicates() -> None:

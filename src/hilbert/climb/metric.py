@@ -5,8 +5,8 @@ A metric command prints one number: its output's **last non-empty line, parsed a
 The noise is the spread of the best's repeated measurements: the median absolute deviation × 1.4826
 (the standard deviation of normal noise), floored at 0.5 % of the median so that a few identical
 readings never make the noise zero. A try counts as better only when its median beats the best's by
-more than `MARGIN` × noise — the best's noise, or the try's own when its readings spread wider (a
-machine that got busier or quieter between the two moves both).
+more than `MARGIN` × noise — the best's noise, or either side's spread when wider — and when none
+of its readings overlaps the best's, read beside them (`clearly_better`).
 """
 
 from __future__ import annotations
@@ -65,4 +65,24 @@ def better(goal: Goal, candidate: float, best: float, noise_level: float) -> boo
     return gain > MARGIN * noise_level
 
 
-__all__ = ["MARGIN", "Goal", "MetricError", "better", "median", "noise", "read_metric", "spread"]
+def clearly_better(goal: Goal, tried: Sequence[float], beside: Sequence[float], noise_level: float) -> bool:
+    """Readings of a try against readings of the best taken beside them: its median `better` beyond
+    the noise, and every one of its readings better than every one of the best's (a few readings
+    make a poor estimate of the noise; readings that overlap are not a gain whatever it says)."""
+    if not tried or not beside:
+        return False
+    separated = max(tried) < min(beside) if goal == "min" else min(tried) > max(beside)
+    return separated and better(goal, median(tried), median(beside), noise_level)
+
+
+__all__ = [
+    "MARGIN",
+    "Goal",
+    "MetricError",
+    "better",
+    "clearly_better",
+    "median",
+    "noise",
+    "read_metric",
+    "spread",
+]

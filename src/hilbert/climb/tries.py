@@ -21,7 +21,7 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
 from hilbert.climb import events as ce
 from hilbert.climb.measure import Measurer
-from hilbert.climb.metric import MARGIN, Goal, better, noise
+from hilbert.climb.metric import MARGIN, Goal, clearly_better, noise
 from hilbert.climb.neardup import duplicate_of, fingerprint
 from hilbert.climb.state import ClimbFold
 from hilbert.commands import Runner
@@ -201,8 +201,11 @@ async def _judge(
         goal: Goal = "max" if started.goal == "max" else "min"
         # the best's noise from its own measurements, or either side's spread now if larger
         level = max(state.noise, noise(measured.values), noise(best_now.values))
-        if not better(goal, measured.median, best, level):
-            why = f"median {measured.median:g} vs best {best:g} beside it: not beyond {MARGIN:g} x {level:g}"
+        if not clearly_better(goal, measured.values, best_now.values, level):
+            why = (
+                f"median {measured.median:g} vs best {best:g} beside it: not beyond {MARGIN:g} x {level:g}"
+                " with no reading overlapping"
+            )
             return revert("no_gain", why)
         refused = await climb.integration.land(commit, base)
         if refused is not None:
@@ -228,7 +231,7 @@ async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str 
         previous
         and not measured.error
         and not before.error
-        and not better(goal, measured.median, before.median, level)
+        and not clearly_better(goal, measured.values, before.values, level)
     )
     climb.record(
         ce.HoldoutMeasured(
