@@ -88,9 +88,10 @@ def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
 def progress_line(view: TryView) -> str:
     """One ended try, as the climb prints it: `try 3 (Erdős, a dict): kept at 0.0015`."""
     median = "" if view.median is None else f" at {view.median:.6g}"
+    who = f"{view.explorer}, {view.idea}" if view.idea else view.explorer
     if view.outcome == "kept":
-        return f"try {view.no} ({view.explorer}, {view.idea}): kept{median}"
-    return f"try {view.no} ({view.explorer}, {view.idea or '?'}): {view.stage}{median}: {view.reason}"
+        return f"try {view.no} ({who}): kept{median}"
+    return f"try {view.no} ({who}): {view.stage}{median}: {view.reason}"
 
 
 def _line(view: TryView) -> str:

@@ -203,8 +203,8 @@ async def _judge(
         level = max(state.noise, noise(measured.values), noise(best_now.values))
         if not clearly_better(goal, measured.values, best_now.values, level):
             why = (
-                f"median {measured.median:g} vs best {best:g} beside it: not beyond {MARGIN:g} x {level:g}"
-                " with no reading overlapping"
+                f"median {measured.median:g} vs best {best:g} beside it: not clearly better (by over"
+                f" {MARGIN:g} x noise {level:g}, every reading apart)"
             )
             return revert("no_gain", why)
         refused = await climb.integration.land(commit, base)
