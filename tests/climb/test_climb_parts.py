@@ -3,6 +3,7 @@ results it writes, the guard."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -150,3 +151,28 @@ def test_a_climb_stops_when_its_tries_money_or_time_run_out(tmp_path: Path) -> N
         assert budget_spent(state) == "all 2 tries made"
         state.started = ce.ClimbStarted(max_time_s=3600)
         assert budget_spent(state) == "the time budget (3600 s) is spent"
+
+
+def test_the_optimiser_takes_a_red_teams_ideas_from_a_file_in_order(tmp_path: Path) -> None:
+    from hilbert.sim.optimiser.responder import OptimiserResponder
+    from hilbert.testing.fake_server.responders import make_responder
+
+    ideas = [
+        {"key": "a", "kind": "gaming", "title": "first", "files": {"bench.py": "print(0)\n"}},
+        {"key": "b", "kind": "good", "title": "second", "files": {"pairs.py": "x = 1\n"}},
+    ]
+    (tmp_path / "ideas.json").write_text(json.dumps(ideas))
+    responder = make_responder(f"optimiser:ideas_file={tmp_path / 'ideas.json'}")
+    assert isinstance(responder, OptimiserResponder)
+    assert [responder.pick("Noether", n).title for n in (1, 2, 3)] == ["first", "second", "first"]
+    assert responder.pick("Noether", 2).files == (("pairs.py", "x = 1\n"),)
+    (tmp_path / "bad.json").write_text(
+        json.dumps([{"key": "c", "kind": "sneaky", "title": "t", "files": {"a": ""}}])
+    )
+    for spec in (
+        f"optimiser:ideas_file={tmp_path / 'bad.json'}",
+        f"optimiser:ideas_file={tmp_path / 'none.json'}",
+    ):
+        with pytest.raises(UserError) as refused:
+            make_responder(spec)
+        assert "ideas file" in str(refused.value) and "\n" not in str(refused.value)

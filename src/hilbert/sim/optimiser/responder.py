@@ -2,6 +2,9 @@
 
     optimiser                 ideas by seed: try N of an explorer takes idea (offset + N) mod 6
     optimiser:ideas=dict+cache  try N takes the Nth of these ideas, cycling (keys in `ideas.py`)
+    optimiser:ideas_file=F.json try N takes the Nth idea of the file, cycling: a JSON list of
+                                {"key", "kind", "title", "files": {path: whole text}} (a red team's
+                                tries, written without hilbert's guards in view)
 
 Each try: read `pairs.py`, write the idea's files (whole), finish with the idea's title as the claim.
 It reads the explorer's name and try number from the try prompt (`hilbert.climb.tries.TRY_PROMPT`)
@@ -11,9 +14,11 @@ and decides from the conversation alone, like every responder.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from hilbert.errors import UserError
 from hilbert.models.types import ToolCall
@@ -27,22 +32,24 @@ TRY = re.compile(r"You are (.+?), an explorer in a hill-climb; this is try (\d+)
 class OptimiserResponder:
     seed: int = 0
     only: tuple[str, ...] = ()
+    extra: tuple[Idea, ...] = ()  # from an ideas file
     name = "optimiser"  # a class attribute, not a field
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], seed: int) -> OptimiserResponder:
-        known = {idea.key for idea in ideas()}
-        unknown = set(options) - {"ideas"}
+        extra = _ideas_file(Path(options["ideas_file"])) if "ideas_file" in options else ()
+        known = {idea.key for idea in (*ideas(), *extra)}
+        unknown = set(options) - {"ideas", "ideas_file"}
         chosen = tuple(k for k in options.get("ideas", "").split("+") if k)
         if unknown or set(chosen) - known:
             raise UserError(
                 f"bad optimiser options {dict(options)}",
-                hint=f"use optimiser:ideas=KEY+KEY... with {sorted(known)}",
+                hint=f"use optimiser:ideas=KEY+KEY... with {sorted(known)}, or ideas_file=PATH",
             )
-        return cls(seed, chosen)
+        return cls(seed, chosen or tuple(idea.key for idea in extra), extra)
 
     def pick(self, explorer: str, try_no: int) -> Idea:
-        catalogue = ideas()
+        catalogue = (*ideas(), *self.extra)
         if self.only:  # in this order, by try number
             return next(i for i in catalogue if i.key == self.only[(try_no - 1) % len(self.only)])
         digest = hashlib.sha256(f"{self.seed}:{explorer}".encode()).digest()
@@ -65,6 +72,24 @@ class OptimiserResponder:
             return Reply(tool_calls=(_call(turn, "write_file", path=path, content=content),))
         evidence = f"wrote {', '.join(path for path, _ in idea.files)} ({idea.kind} idea)"
         return Reply(tool_calls=(_call(turn, "finish", claim=idea.title, evidence=evidence),))
+
+
+def _ideas_file(path: Path) -> tuple[Idea, ...]:
+    """The ideas of a JSON file: a list of {"key", "kind", "title", "files": {path: text}}."""
+    try:
+        data = json.loads(path.read_text())
+        found = tuple(
+            Idea(str(item["key"]), item["kind"], str(item["title"]), tuple(dict(item["files"]).items()))
+            for item in data
+        )
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UserError(
+            f"ideas file {path}: {err}",
+            hint='a JSON list of {"key", "kind", "title", "files": {"path": "whole text"}}',
+        ) from None
+    if not found or any(i.kind not in ("good", "neutral", "gaming") or not i.files for i in found):
+        raise UserError(f"ideas file {path}: each idea needs a kind (good, neutral, gaming) and files")
+    return found
 
 
 def _call(turn: int, name: str, **arguments: str) -> ToolCall:
