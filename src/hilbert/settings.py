@@ -12,7 +12,8 @@
     ├── liveness        LivenessSettings: when a quiet worker is nudged, reported stuck, restarted
     ├── context         ContextSettings: the compaction strategy, the repository map's size
     ├── commands        CommandSettings: the project's test command, command slots and limits
-    └── timeouts        TimeoutSettings: shell, verify, the whole gate, merge checks, model calls
+    ├── timeouts        TimeoutSettings: shell, verify, the whole gate, merge checks, model calls
+    └── governor        GovernorSettings: pacing of every model call on the machine, fallback chains
 
 Precedence: CLI flags > environment > `hilbert.toml` (in the current directory, or the file named by
 `HILBERT_CONFIG`) > defaults; `Settings.sources` remembers, per key (`fleet.workers`), where its value
@@ -54,6 +55,13 @@ This module is the bottom layer: it imports nothing of hilbert's but the errors.
 
     [panel]
     reviewers = ["openai:gpt-5", "openai:qwen3-coder@http://127.0.0.1:8000/v1"]
+
+    [governor]                            # on by default; limits left out are learned from headers
+    max_concurrency = 64                  # calls at once per key and model, on the whole machine
+    rpm = 500                             # requests per minute, when the provider's headers do not say
+
+    [governor.fallback]                   # per role: models tried in turn when one fails for good
+    worker = ["anthropic:claude-sonnet-4-5", "openai:qwen3-coder@http://127.0.0.1:8000/v1"]
 
     [families]                            # what counts as independent: default = provider prefix
     "openai:qwen3-coder" = "qwen"
@@ -219,6 +227,27 @@ class TimeoutSettings:
     progress_s: float = field(default=30.0, metadata=_positive())  # a long check says it still runs
 
 
+@dataclass(frozen=True)
+class GovernorSettings:
+    """The rate-limit governor (`hilbert.models.governor`, docs/design/governor.md): every model call of
+    every run on the machine, per provider key and model, paced through one shared SQLite file."""
+
+    enabled: bool = True
+    path: Path | None = None  # the shared state; default: <home>/governor.db
+    max_concurrency: int = field(default=64, metadata=_at_least(1))  # the AIMD ceiling
+    initial_concurrency: int = field(default=4, metadata=_at_least(1))  # before anything is learned
+    # limits per minute; 0: learned from the provider's rate-limit headers (or none when it sends none)
+    rpm: int = field(default=0, metadata=_at_least(0))
+    itpm: int = field(default=0, metadata=_at_least(0))  # input tokens
+    otpm: int = field(default=0, metadata=_at_least(0))  # output tokens
+    breaker_failures: int = field(default=5, metadata=_at_least(1))  # consecutive failures that open it
+    breaker_cooldown_s: float = field(default=30.0, metadata=_positive())  # then one probe call
+    lease_s: float = field(default=900.0, metadata=_positive())  # a call's slot, reclaimed after this
+    jitter: float = field(default=0.2, metadata=_at_least(0))  # waits are spread by up to this share
+    # role ("worker", "lead") -> models tried in turn after the role's own fails for good
+    fallback: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 SECTIONS: dict[str, type] = {
     "fleet": FleetSettings,
     "budgets": BudgetSettings,
@@ -228,6 +257,7 @@ SECTIONS: dict[str, type] = {
     "context": ContextSettings,
     "commands": CommandSettings,
     "timeouts": TimeoutSettings,
+    "governor": GovernorSettings,
 }
 ALIASES = {  # flat keys of earlier versions (and their HILBERT_* variables) -> their place in the tree
     "max_turns": "budgets.max_turns",
@@ -265,6 +295,7 @@ class Settings:
     context: ContextSettings = field(default_factory=ContextSettings)
     commands: CommandSettings = field(default_factory=CommandSettings)
     timeouts: TimeoutSettings = field(default_factory=TimeoutSettings)
+    governor: GovernorSettings = field(default_factory=GovernorSettings)
     # where each value that was set came from (key -> "hilbert.toml", "HILBERT_X", "--flag")
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -465,6 +496,8 @@ def _as(hint_type: Any, value: Any) -> Any:
         return _fail()
     if args[1] is str:
         return {str(k): str(v) for k, v in value.items()}
+    if typing.get_origin(args[1]) is tuple:  # governor.fallback: role -> models
+        return {str(k): _as(args[1], v) for k, v in value.items()}
     return {str(k): {str(p): float(x) for p, x in v.items()} for k, v in value.items()}
 
 

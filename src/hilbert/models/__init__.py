@@ -6,9 +6,10 @@
 
 Layout: `types` (neutral data, the seam) · `defaults` (timeout, output cap) · `names` (parsing
 `provider:name[@url]`, keys and URLs) · `pricing` (price table, cost) · `failures` (what an error
-means) · `retry` (backoff) · `wire` (what the adapters share) · one adapter per protocol:
-`anthropic_messages`, `openai_chat`, `openai_responses`. Adapters translate and measure; they decide
-nothing about the conversation, and import the modules they need, never this package.
+means) · `retry` (backoff) · `governor` (pacing every call on the machine, per key and model) ·
+`wire` (what the adapters share) · one adapter per protocol: `anthropic_messages`, `openai_chat`,
+`openai_responses`. Adapters translate and measure; they decide nothing about the conversation, and
+import the modules they need, never this package.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from hilbert.models.types import (
 
 if TYPE_CHECKING:
     from hilbert.models.anthropic_messages import AnthropicMessagesModel
+    from hilbert.models.governor import Governor
     from hilbert.models.openai_chat import OpenAIChatModel
     from hilbert.models.openai_responses import OpenAIResponsesModel
     from hilbert.models.wire import CallSettings, WireModel
@@ -96,11 +98,13 @@ def make_model(
     max_tokens: int | None = None,
     retry: RetryPolicy | None = None,
     env: Mapping[str, str] | None = None,
+    governor: Governor | None = None,
 ) -> WireModel:
     """The `Model` for `name` (`provider:name[@base_url]`). Keys and base URLs come from `env`
     (default: the process environment). `max_tokens` caps the reply (Anthropic requires one and
     defaults to `DEFAULT_MAX_TOKENS`). `retry` replaces the whole retry policy (then `max_attempts`
-    is ignored). Raises `UserError` for a bad name or a missing key."""
+    is ignored). `governor` paces every attempt (built once at the edge: `hilbert.ui.edge.governor`);
+    None: not paced. Raises `UserError` for a bad name or a missing key."""
     spec = name if isinstance(name, ModelSpec) else parse_model_name(name)
     endpoint = resolve_endpoint(spec, os.environ if env is None else env)
     wire = importlib.import_module("hilbert.models.wire")
@@ -109,6 +113,7 @@ def make_model(
         max_tokens=max_tokens,
         retrier=Retrier(retry or RetryPolicy(max_attempts=max_attempts)),
         prices=prices or PriceTable.default(),
+        governor=governor,
     )
     adapter: type[WireModel] = __getattr__(_ADAPTERS[spec.provider])
     return adapter(spec, endpoint, settings)

@@ -67,6 +67,7 @@ class AnthropicMessagesModel(WireModel):
     async def _attempt(self, sdk: Any, request: dict[str, Any], on_text: TextCallback | None) -> TurnBuilder:
         turn = TurnBuilder(on_text)
         stream = await sdk.messages.create(**request, stream=True)
+        turn.response(stream)
         usage: dict[str, int] = {}
         start_inputs: dict[int, str] = {}
         finished = False

@@ -72,6 +72,7 @@ class OpenAIChatModel(WireModel):
     async def _attempt(self, sdk: Any, request: dict[str, Any], on_text: TextCallback | None) -> TurnBuilder:
         turn = TurnBuilder(on_text)
         stream = await sdk.chat.completions.create(**request, stream=True)
+        turn.response(stream)
         finish: str | None = None
         async with stream:
             async for chunk in stream:

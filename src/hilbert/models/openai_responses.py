@@ -53,6 +53,7 @@ class OpenAIResponsesModel(WireModel):
     async def _attempt(self, sdk: Any, request: dict[str, Any], on_text: TextCallback | None) -> TurnBuilder:
         turn = TurnBuilder(on_text)
         stream = await sdk.responses.create(**request, stream=True)
+        turn.response(stream)
         final = None
         async with stream:
             async for event in stream:

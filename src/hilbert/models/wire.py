@@ -14,6 +14,11 @@ Connections: each `complete()` opens its own HTTP client and closes it before re
 can be used from any event loop and leaves no socket open between calls (a new connection per call
 is cheap next to a model's latency; the TLS context is built once per model).
 
+Pacing: with a `Governor` in the settings, each attempt waits for its admission (`Governor.admit`) and
+reports what happened — the reply's usage and rate-limit headers, or the error's status, Retry-After
+and headers — so one caller's 429 slows every caller of that key and model. The `Retrier` stays the
+per-call layer around it: how often, and for how long, one call tries.
+
 Timeouts: `timeout_s` bounds each wait on the network (connecting, the first byte, the gap between two
 stream chunks), not the length of a generation; a server that goes quiet that long is retried.
 """
@@ -26,18 +31,24 @@ import json
 import ssl
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 from hilbert.models.defaults import DEFAULT_TIMEOUT_S
 from hilbert.models.failures import classify
+from hilbert.models.governor import bucket_key, outcome
 from hilbert.models.names import Endpoint, ModelSpec
 from hilbert.models.pricing import PriceTable
 from hilbert.models.retry import Retrier
 from hilbert.models.types import Completion, Message, StopReason, TextCallback, ToolCall, ToolSpec, Usage
+
+if TYPE_CHECKING:
+    from hilbert.models.governor.governor import Governor
+
+CHARS_PER_TOKEN = 4  # the estimate of a request's input tokens before it is sent (its JSON over this)
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ class CallSettings:
     max_tokens: int | None = None
     retrier: Retrier = field(default_factory=Retrier)
     prices: PriceTable = field(default_factory=PriceTable.default)
+    governor: Governor | None = None  # None: calls are not paced (tests, demos)
 
 
 class TurnBuilder:
@@ -63,6 +75,14 @@ class TurnBuilder:
         self.usage = Usage()
         self.stop_reason: StopReason | None = None
         self.model: str | None = None
+        self.headers: Mapping[str, str] | None = None  # the response's, for the governor
+        self.headers_at: float | None = None
+
+    def response(self, stream: Any) -> None:
+        """Keep the headers of the SDK stream's HTTP response (the rate-limit headers among them)."""
+        response = getattr(stream, "response", None)
+        if response is not None:
+            self.headers, self.headers_at = response.headers, time.time()
 
     def text(self, delta: str | None) -> None:
         if not delta:
@@ -104,6 +124,11 @@ class TurnBuilder:
         return Message(role="assistant", content="".join(self.text_parts), tool_calls=tuple(calls))
 
 
+def governor_key(model: WireModel) -> str:
+    """The governor's bucket of `model`: its key's fingerprint (with the base URL) and its name."""
+    return bucket_key(model.endpoint.api_key, model.endpoint.base_url, model.spec.label)
+
+
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     """Tool arguments as a dict; when `text` is not a JSON object, `({}, text)` keeps it for the loop."""
     if not text.strip():
@@ -137,7 +162,7 @@ class WireModel(ABC):
         async with httpx2.AsyncClient(verify=self._ssl_context(), follow_redirects=True) as http:
             sdk = self._sdk(http)
             turn, attempts = await self.settings.retrier.run(
-                lambda: self._attempt(sdk, request, on_text),
+                lambda: self._governed(sdk, request, on_text),
                 functools.partial(classify, model=self.name, key_var=self.endpoint.key_var),
                 model=self.name,
             )
@@ -157,6 +182,23 @@ class WireModel(ABC):
             attempts=attempts,
             priced=self.settings.prices.known(self.spec),
         )
+
+    async def _governed(self, sdk: Any, request: dict[str, Any], on_text: TextCallback | None) -> TurnBuilder:
+        """One attempt, admitted by the governor (when there is one) and reported to it."""
+        governor = self.settings.governor
+        if governor is None:
+            return await self._attempt(sdk, request, on_text)
+        key = governor_key(self)
+        estimate = len(json.dumps(request, default=str)) // CHARS_PER_TOKEN
+        async with governor.admit(key, estimate) as slot:
+            try:
+                turn = await self._attempt(sdk, request, on_text)
+            except Exception as exc:
+                failed = classify(exc, model=self.name, key_var=self.endpoint.key_var)
+                slot.report(outcome.failure(exc, failed))
+                raise
+            slot.report(outcome.success(turn.usage, turn.headers, turn.headers_at))
+            return turn
 
     async def probe(self, timeout_s: float = 15.0) -> str | None:
         """Whether the model's server answers, before a run depends on it: one `GET /models` (no

@@ -1,5 +1,5 @@
 """What the command line builds once, at the edge, from the settings, and passes down whole: the command
-runner (`command_runner`)."""
+runner (`command_runner`) and the models (`models`: every one paced by the machine's governor)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from hilbert.commands import Limits, Runner, Slots, command_env
 from hilbert.commands.groups import CommandGroups
 from hilbert.errors import UserError
+from hilbert.models import PriceTable, make_model
+from hilbert.models.governor import FallbackModel, Governor, check_fallbacks, governor_from
+from hilbert.models.types import Model
 from hilbert.security.sandbox import INSTALL_HINT, detect
 from hilbert.settings import Settings
 
@@ -40,3 +43,45 @@ def command_runner(
         policy=commands.shell_policy,
         slots=Slots(commands.slots),
     )
+
+
+class Models:
+    """The models of one invocation, all paced by one `Governor` (the settings' `[governor]`; none when
+    it is off) and priced with the settings' prices. Built once at the edge; `named` makes each."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.prices = PriceTable.default().with_overrides(settings.prices)
+        self.governor: Governor | None = governor_from(settings.governor, settings.home)
+
+    def named(self, name: str) -> Model:
+        """The model `name`, with the settings' prices, timeout and retries, through the governor."""
+        return make_model(
+            name,
+            prices=self.prices,
+            timeout_s=self.settings.timeouts.model_s,
+            max_attempts=self.settings.budgets.model_max_attempts,
+            governor=self.governor,
+        )
+
+    def for_role(self, role: str, name: str) -> Model:
+        """`name` for `role` ("worker", "lead"), then its fallback chain when the settings give one."""
+        chain = self.settings.governor.fallback.get(role, ())
+        if not chain:
+            return self.named(name)
+        return FallbackModel([self.named(name), *(self.named(other) for other in chain)])
+
+    def check(self) -> None:
+        """Refuse, in one line, a fallback chain that reaches the judge's or a reviewer's family."""
+        settings = self.settings
+        check_fallbacks(
+            settings.governor.fallback,
+            judge=settings.judge_model,
+            reviewers=settings.panel.reviewers,
+            families=settings.families,
+        )
+
+
+def models(settings: Settings) -> Models:
+    """The invocation's models (see `Models`)."""
+    return Models(settings)

@@ -37,11 +37,13 @@ from hilbert.fleet.state import FleetState, Fold
 from hilbert.fleet.stop_gate import Panel
 from hilbert.fleet.tainted import decided
 from hilbert.judge.panel import PanelPolicy, choose_reviewers, make_reviewers
-from hilbert.models import PriceTable, make_model
+from hilbert.models import PriceTable
 from hilbert.models.families import family_of
 from hilbert.models.types import Message, Model
 from hilbert.settings import Settings
 from hilbert.store import EventStore
+from hilbert.ui.edge import Models
+from hilbert.ui.edge import models as edge_models
 from hilbert.ui.fleet_views import ask_facts, interrupted
 from hilbert.ui.run_agent import printing
 from hilbert.workspaces import Git
@@ -55,30 +57,28 @@ write_plan with a plan of small, independent tasks: each with the files it expec
 and a `verify` command that proves it done. Then finish."""
 
 
-def model_from(settings: Settings, *, lead: bool = False) -> Model:
-    """The workers' model, or with `lead` the lead's (`lead_model`, else the same as the workers')."""
+def model_from(settings: Settings, *, lead: bool = False, models: Models | None = None) -> Model:
+    """The workers' model, or with `lead` the lead's (`lead_model`, else the same as the workers'),
+    each with its role's fallback chain (`[governor.fallback]`), from `models` (default: the
+    settings')."""
     name = (settings.lead_model if lead else None) or settings.model
     if not name:
         raise UserError("no model given", hint="pass --model, e.g. --model anthropic:claude-sonnet-4-5")
-    return model_named(settings, name)
+    return (models or edge_models(settings)).for_role("lead" if lead else "worker", name)
 
 
 def model_named(settings: Settings, name: str) -> Model:
-    """The model `name`, with the settings' prices, timeout and retries."""
-    prices = PriceTable.default().with_overrides(settings.prices)
-    return make_model(
-        name,
-        prices=prices,
-        timeout_s=settings.timeouts.model_s,
-        max_attempts=settings.budgets.model_max_attempts,
-    )
+    """The model `name`, with the settings' prices, timeout and retries, paced by the governor."""
+    return edge_models(settings).named(name)
 
 
-def gate_models(settings: Settings) -> tuple[Model | None, Panel | None]:
+def gate_models(settings: Settings, models: Models | None = None) -> tuple[Model | None, Panel | None]:
     """The judge model and the review panel the settings name, each checked to be independent of the
     workers' model: the judge of another family, the reviewers one per family (the workers' own
     family only if the others fall short)."""
     assert settings.model is not None
+    models = models or edge_models(settings)
+    models.check()  # fallback chains stay out of the judge's and the reviewers' families
     own = family_of(settings.model, settings.families)
     judge = None
     if settings.judge_model:
@@ -87,12 +87,12 @@ def gate_models(settings: Settings) -> tuple[Model | None, Panel | None]:
                 f"the judge model {settings.judge_model} is of the workers' family ({own}): not independent",
                 hint="name a judge of another family, or map its endpoint to its family under [families]",
             )
-        judge = model_named(settings, settings.judge_model)
+        judge = models.named(settings.judge_model)
     panel = settings.panel
     if not panel.reviewers:
         return judge, None
     names = choose_reviewers(panel.reviewers, m=panel.size, exclude_family=own, families=settings.families)
-    reviewers = make_reviewers([model_named(settings, name) for name in names], settings.families)
+    reviewers = make_reviewers([models.named(name) for name in names], settings.families)
     policy = PanelPolicy("paths", panel.paths) if panel.paths else PanelPolicy()
     return judge, Panel(tuple(reviewers), policy)
 
@@ -233,8 +233,9 @@ async def run_command(
 
 async def run_models(settings: Settings) -> tuple[Model, Model, Model | None, Panel | None]:
     """The run's models (workers, lead, judge, panel), each checked to answer before anything is spent."""
-    model, lead_model = model_from(settings), model_from(settings, lead=True)
-    judge_model, panel = gate_models(settings)
+    models = edge_models(settings)  # one governor for all of them
+    model, lead_model = model_from(settings, models=models), model_from(settings, lead=True, models=models)
+    judge_model, panel = gate_models(settings, models)
     reviewers = [r.model for r in panel.reviewers] if panel else []
     await models_answer([model, lead_model, judge_model, *reviewers])
     return model, lead_model, judge_model, panel

@@ -20,10 +20,11 @@ from hilbert.agent.tools import ToolBox
 from hilbert.commands import Runner
 from hilbert.context.policy import compaction_for
 from hilbert.errors import UserError
-from hilbert.models import PriceTable, make_model
+from hilbert.models import PriceTable
 from hilbert.models.types import Model
 from hilbert.settings import Settings
 from hilbert.store import EventStore
+from hilbert.ui.edge import models as edge_models
 from hilbert.ui.log_view import format_event
 
 
@@ -51,12 +52,7 @@ async def run_one_agent(
                 f"note: no price known for {settings.model}: costs show as $0 and --max-cost cannot stop it"
                 f' (add [prices."{settings.model.split("@")[0]}"] to hilbert.toml)'
             )
-        model = make_model(
-            settings.model,
-            prices=prices,
-            timeout_s=settings.timeouts.model_s,
-            max_attempts=settings.budgets.model_max_attempts,
-        )
+        model = edge_models(settings).for_role("worker", settings.model)
     workspace.mkdir(parents=True, exist_ok=True)
     toolbox = ToolBox(workspace, runner=runner)
     started = time.monotonic()

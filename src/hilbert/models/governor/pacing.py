@@ -1,0 +1,264 @@
+"""The governor's pure core: one bucket's state (a provider key and model) and what to do with it.
+
+No clock, no I/O: every function takes `now` (unix seconds, shared by processes) and returns the
+decision or changes the state in place; `store.py` loads and saves the state around each call in one
+transaction, `governor.py` drives it. The algorithm:
+
+- **Concurrency (AIMD).** `limit` starts at the settings' `initial_concurrency`. A success of a call
+  admitted while the window was full (as many in flight as `limit` allows, less one) counts; after
+  `ceil(limit)` of them (one window) `limit` grows by 1, up to `max_concurrency`. A 429, a 529 or an
+  overload error halves it (floor 1), once per window: only a call admitted after the last decrease
+  can cut it again, so the twenty calls refused by one burst halve it once, as TCP does.
+- **Pause.** A Retry-After sets `paused_until` (the later of the two): every caller of the bucket,
+  in every process, waits it out.
+- **Token buckets.** Requests, input tokens and output tokens per minute (and `tokens`, input and
+  output together, for providers that count them as one), each with a level that refills at
+  LIMIT/60 a second up to LIMIT. The limit comes from the settings, else from the headers of the
+  last response that carried one. Admission takes 1 request and the call's estimated input tokens
+  and needs 1 output token left; the report gives back the estimate, takes the real input and the
+  output, then lowers each level to what the server said remains (plus what refilled since), never
+  raises it — the server is the truth, and a request we admitted that it has not seen yet must stay
+  counted.
+- **Circuit breaker.** `breaker_failures` consecutive failures (5xx, 529, timeouts, broken
+  connections: not 429s, which are pacing, nor refusals, which are the request's fault) open it for
+  `breaker_cooldown_s`; then one call is let through as a probe: its success closes the breaker, its
+  failure opens it again for twice as long (at most ten minutes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+BUCKETS = ("rpm", "itpm", "otpm", "tpm")  # requests, input, output, and input + output tokens
+MAX_COOLDOWN_S = 600.0
+POLL_S = 0.25  # a waiter with nothing better to go by looks again this often (other processes)
+
+OutcomeKind = Literal["ok", "throttled", "overloaded", "failed", "refused"]
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The settings the core needs (from `GovernorSettings`)."""
+
+    max_concurrency: int = 64
+    initial_concurrency: int = 4
+    limits: dict[str, int] = field(default_factory=dict)  # configured per-minute limits, by bucket
+    breaker_failures: int = 5
+    breaker_cooldown_s: float = 30.0
+    lease_s: float = 900.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt told the governor. `kind`: ok; throttled (429); overloaded (529, 503, an
+    overloaded error); failed (another 5xx, a timeout, a broken connection or stream); refused (the
+    request's own fault: 4xx — it says nothing about the provider's health). `readings` are the
+    rate-limit headers parsed (`headers.readings`), read at `read_at`."""
+
+    kind: OutcomeKind
+    retry_after_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int = 0
+    readings: dict[str, tuple[int, int]] = field(default_factory=dict)  # bucket -> (limit, remaining)
+    read_at: float | None = None
+
+
+@dataclass
+class Lease:
+    pid: int
+    host: str
+    started: float
+    expires: float
+    estimate: int
+    saturated: bool  # admitted while the window was full: its success may grow the limit
+    probe: bool = False
+
+
+@dataclass
+class Level:
+    limit: float
+    level: float
+    updated: float
+    learned: bool  # from headers (True) or from the settings
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.limit, self.level + max(0.0, now - self.updated) * self.limit / 60)
+        self.updated = max(self.updated, now)
+
+
+@dataclass
+class BucketState:
+    """Everything the governor knows of one provider key and model; saved as one JSON row."""
+
+    limit: float
+    successes: int = 0
+    decreased_at: float = 0.0
+    paused_until: float = 0.0
+    pause_why: str = ""
+    failures: int = 0
+    breaker_until: float | None = None  # set: open (until then, then a probe)
+    cooldown_s: float = 0.0
+    leases: dict[str, Lease] = field(default_factory=dict)
+    levels: dict[str, Level] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, knobs: Knobs, now: float) -> BucketState:
+        state = cls(limit=float(min(knobs.initial_concurrency, knobs.max_concurrency)))
+        for name, limit in knobs.limits.items():
+            if limit:
+                state.levels[name] = Level(float(limit), float(limit), now, learned=False)
+        return state
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BucketState:
+        leases = {k: Lease(**v) for k, v in data.pop("leases").items()}
+        levels = {k: Level(**v) for k, v in data.pop("levels").items()}
+        return cls(**data, leases=leases, levels=levels)
+
+
+@dataclass(frozen=True)
+class Admit:
+    lease_id: str
+    probe: bool
+
+
+@dataclass(frozen=True)
+class Wait:
+    seconds: float | None  # None: until a slot frees (poll)
+    why: str
+    breaker: bool = False  # the circuit breaker holds it (logged once as governor_paused)
+
+
+@dataclass(frozen=True)
+class BreakerChange:
+    """The breaker opened (`governor_paused`) or closed (`governor_resumed`), and why."""
+
+    kind: Literal["governor_paused", "governor_resumed"]
+    why: str
+
+
+def reclaim(state: BucketState, now: float, alive: Any, host: str) -> list[str]:
+    """Drop the leases whose holder died (a pid on this host that is gone) or that expired; their ids."""
+    gone = [
+        lease_id
+        for lease_id, lease in state.leases.items()
+        if lease.expires <= now or (lease.host == host and not alive(lease.pid))
+    ]
+    for lease_id in gone:
+        del state.leases[lease_id]
+    return gone
+
+
+def decide(
+    state: BucketState, knobs: Knobs, now: float, estimate: int, lease_id: str, pid: int, host: str
+) -> Admit | Wait:
+    """Admit a call of `estimate` input tokens now (its lease recorded), or say how long to wait."""
+    probe = False
+    if state.breaker_until is not None:
+        if now < state.breaker_until:
+            return Wait(state.breaker_until - now, "circuit breaker open", breaker=True)
+        if any(lease.probe for lease in state.leases.values()):
+            return Wait(None, "circuit breaker: a probe call is in flight", breaker=True)
+        probe = True
+    if now < state.paused_until:
+        return Wait(state.paused_until - now, state.pause_why or "paused")
+    in_flight = len(state.leases)
+    if in_flight >= math.floor(state.limit):
+        return Wait(None, f"{in_flight} calls in flight (limit {math.floor(state.limit)})")
+    needs = {"rpm": 1.0, "itpm": float(estimate), "otpm": 1.0, "tpm": float(estimate)}
+    waits = {}
+    for name, bucket in state.levels.items():
+        bucket.refill(now)
+        need = min(needs[name], bucket.limit)
+        if bucket.level < need:
+            waits[name] = (need - bucket.level) * 60 / bucket.limit
+    if waits:
+        name = max(waits, key=lambda n: waits[n])
+        return Wait(waits[name], f"{name} bucket empty")
+    for name, bucket in state.levels.items():
+        if name in ("rpm", "itpm", "tpm"):
+            bucket.level -= needs[name]
+    saturated = in_flight >= math.floor(state.limit) - 1
+    state.leases[lease_id] = Lease(pid, host, now, now + knobs.lease_s, estimate, saturated, probe)
+    return Admit(lease_id, probe)
+
+
+def report(
+    state: BucketState, knobs: Knobs, now: float, lease_id: str, outcome: Outcome
+) -> BreakerChange | None:
+    """Fold one attempt's outcome into the state and free its lease; the breaker's change, if any."""
+    lease = state.leases.pop(lease_id, None)
+    _account(state, now, lease, outcome)
+    note = None
+    if outcome.kind == "ok":
+        if state.breaker_until is not None:
+            note = BreakerChange("governor_resumed", "circuit breaker closed: a probe call succeeded")
+        state.failures, state.breaker_until, state.cooldown_s = 0, None, 0.0
+        if lease is not None and lease.saturated:
+            state.successes += 1
+            if state.successes >= math.ceil(state.limit):
+                state.limit = min(float(knobs.max_concurrency), state.limit + 1)
+                state.successes = 0
+    elif outcome.kind in ("throttled", "overloaded"):
+        if lease is None or lease.started >= state.decreased_at:
+            state.limit = max(1.0, state.limit / 2)
+            state.successes, state.decreased_at = 0, now
+        if outcome.retry_after_s:
+            until = now + outcome.retry_after_s
+            if until > state.paused_until:
+                state.paused_until = until
+                what = "rate limited (429)" if outcome.kind == "throttled" else "overloaded"
+                state.pause_why = f"{what}: Retry-After {outcome.retry_after_s:g} s"
+    if outcome.kind in ("overloaded", "failed"):
+        state.failures += 1
+        probing = lease is not None and lease.probe
+        if probing or (state.breaker_until is None and state.failures >= knobs.breaker_failures):
+            state.cooldown_s = (
+                min(MAX_COOLDOWN_S, state.cooldown_s * 2) if probing else knobs.breaker_cooldown_s
+            )
+            state.breaker_until = now + state.cooldown_s
+            note = BreakerChange(
+                "governor_paused",
+                f"circuit breaker open for {state.cooldown_s:g} s after {state.failures} consecutive"
+                " failures: new calls wait, then one probe",
+            )
+    elif lease is not None and lease.probe and outcome.kind == "refused":
+        state.breaker_until = now  # the probe said nothing about health: let another probe go
+    return note
+
+
+def _account(state: BucketState, now: float, lease: Lease | None, outcome: Outcome) -> None:
+    """The real tokens of the call in place of its estimate, then the server's remainders."""
+    estimate = lease.estimate if lease is not None else 0
+    used_input = outcome.input_tokens if outcome.input_tokens is not None else estimate
+    if outcome.kind != "ok":
+        used_input = 0  # a refused or failed request is not charged (the fake and the providers agree)
+    for name, bucket in state.levels.items():
+        bucket.refill(now)
+        if name in ("itpm", "tpm"):
+            bucket.level += estimate - used_input
+        if name in ("otpm", "tpm"):
+            bucket.level -= outcome.output_tokens
+    for name, (limit, remaining) in outcome.readings.items():
+        known = state.levels.get(name)
+        if known is not None and not known.learned:
+            continue  # the settings' limit wins; headers only teach what nobody said
+        if known is None or known.limit != limit:
+            level = known.level if known is not None else float(limit)
+            known = state.levels[name] = Level(float(limit), min(level, float(limit)), now, learned=True)
+        read_at = min(outcome.read_at or now, now)
+        known.level = min(known.level, remaining + (now - read_at) * limit / 60)
+    for bucket in state.levels.values():
+        bucket.level = min(bucket.level, bucket.limit)
+
+
+def next_wake(wait: Wait, jitter: float, rng: Any) -> float:
+    """How long a waiter sleeps before it asks again: the wait (or a poll), spread by `jitter` (a share
+    of it, at most one second more) so that processes told the same wait do not come back at once."""
+    base = POLL_S if wait.seconds is None else max(0.005, wait.seconds)
+    return base + min(base * jitter, 1.0) * rng.random()  # a long pause is not stretched by much
