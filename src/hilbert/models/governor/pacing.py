@@ -4,9 +4,10 @@ No clock, no I/O: every function takes `now` (unix seconds, shared by processes)
 decision or changes the state in place; `store.py` loads and saves the state around each call in one
 transaction, `governor.py` drives it. The algorithm:
 
-- **Concurrency (AIMD).** `limit` starts at the settings' `initial_concurrency`. A success of a call
-  admitted while the window was full (as many in flight as `limit` allows, less one) counts; after
-  `ceil(limit)` of them (one window) `limit` grows by 1, up to `max_concurrency`. A 429, a 529 or an
+- **Concurrency (AIMD).** `limit` starts at the settings' `initial_concurrency`. A success counts when
+  the window was full (as many calls in flight as `limit` allows) at some moment while the call was
+  in flight — a window that never fills says nothing about whether a larger one would do; after
+  `ceil(limit)` such successes (one window) `limit` grows by 1, up to `max_concurrency`. A 429, a 529 or an
   overload error halves it (floor 1), once per window: only a call admitted after the last decrease
   can cut it again, so the twenty calls refused by one burst halve it once, as TCP does.
 - **Pause.** A Retry-After sets `paused_until` (the later of the two): every caller of the bucket,
@@ -72,7 +73,6 @@ class Lease:
     started: float
     expires: float
     estimate: int
-    saturated: bool  # admitted while the window was full: its success may grow the limit
     probe: bool = False
 
 
@@ -95,6 +95,7 @@ class BucketState:
     limit: float
     successes: int = 0
     decreased_at: float = 0.0
+    full_at: float = 0.0  # the last time the window was full (a success since then may grow it)
     paused_until: float = 0.0
     pause_why: str = ""
     failures: int = 0
@@ -169,6 +170,7 @@ def decide(
         return Wait(state.paused_until - now, state.pause_why or "paused")
     in_flight = len(state.leases)
     if in_flight >= math.floor(state.limit):
+        state.full_at = now
         return Wait(None, f"{in_flight} calls in flight (limit {math.floor(state.limit)})")
     needs = {"rpm": 1.0, "itpm": float(estimate), "otpm": 1.0, "tpm": float(estimate)}
     waits = {}
@@ -183,8 +185,9 @@ def decide(
     for name, bucket in state.levels.items():
         if name in ("rpm", "itpm", "tpm"):
             bucket.level -= needs[name]
-    saturated = in_flight >= math.floor(state.limit) - 1
-    state.leases[lease_id] = Lease(pid, host, now, now + knobs.lease_s, estimate, saturated, probe)
+    if in_flight + 1 >= math.floor(state.limit):
+        state.full_at = now
+    state.leases[lease_id] = Lease(pid, host, now, now + knobs.lease_s, estimate, probe)
     return Admit(lease_id, probe)
 
 
@@ -199,7 +202,7 @@ def report(
         if state.breaker_until is not None:
             note = BreakerChange("governor_resumed", "circuit breaker closed: a probe call succeeded")
         state.failures, state.breaker_until, state.cooldown_s = 0, None, 0.0
-        if lease is not None and lease.saturated:
+        if lease is not None and lease.started <= state.full_at:
             state.successes += 1
             if state.successes >= math.ceil(state.limit):
                 state.limit = min(float(knobs.max_concurrency), state.limit + 1)
