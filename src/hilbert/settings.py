@@ -19,7 +19,8 @@ Precedence: CLI flags > environment > `hilbert.toml` (in the current directory, 
 `HILBERT_CONFIG`) > defaults; `Settings.sources` remembers, per key (`fleet.workers`), where its value
 came from (`hilbert config` prints them). A key of a section is `[section] key = …` in the file and
 `HILBERT_SECTION__KEY` in the environment (two underscores: `HILBERT_FLEET__WORKERS=8`,
-`HILBERT_TIMEOUTS__VERIFY_S=900`); a top-level key is `HILBERT_MODEL`. The tables `families` and
+`HILBERT_TIMEOUTS__VERIFY_S=900`); a top-level key is `HILBERT_MODEL`; a table inside a section is
+JSON there (`HILBERT_GOVERNOR__FALLBACK='{"worker": ["openai:gpt-5"]}'`). The tables `families` and
 `prices` are read from the file only. The flat keys of earlier versions stay as aliases
 (`ALIASES`: `max_turns` is `budgets.max_turns`, `HILBERT_MAX_TURNS` too). Everything is checked here,
 once (`ConfigError`, one line with a hint): unknown keys (with the nearest known one), wrong types,
@@ -76,6 +77,7 @@ This module is the bottom layer: it imports nothing of hilbert's but the errors.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 import types
@@ -492,7 +494,9 @@ def _as(hint_type: Any, value: Any) -> Any:
         if not isinstance(items, list | tuple):
             return _fail()
         return tuple(str(item).strip() for item in items if str(item).strip())
-    if not isinstance(value, dict):  # a table: families, prices
+    if isinstance(value, str):  # a table from the environment (governor.fallback) is JSON
+        value = json.loads(value)
+    if not isinstance(value, dict):  # a table: families, prices, governor.fallback
         return _fail()
     if args[1] is str:
         return {str(k): str(v) for k, v in value.items()}
