@@ -188,6 +188,26 @@ def test_the_limits_change_mid_run() -> None:
     assert refused.value.response.headers["x-ratelimit-limit-requests"] == "2"
 
 
+def test_a_burst_of_a_few_seconds_holds_that_much_of_the_limit() -> None:
+    clock = Clock()
+    with _server("rpm=60,burst=2", clock) as server, _openai(server) as client:
+        answers = [
+            client.chat.completions.with_raw_response.create(model="fake-gpt", messages=TASK)
+            for _ in range(2)
+        ]
+        with pytest.raises(openai.RateLimitError) as refused:  # two seconds of 60 a minute: 2 requests
+            client.chat.completions.create(model="fake-gpt", messages=TASK)
+        clock.now += 10  # refilled to its two, not to ten
+        later = [client.chat.completions.with_raw_response.create(model="fake-gpt", messages=TASK)]
+        later += [client.chat.completions.with_raw_response.create(model="fake-gpt", messages=TASK)]
+        with pytest.raises(openai.RateLimitError):
+            client.chat.completions.create(model="fake-gpt", messages=TASK)
+    assert [a.headers["x-ratelimit-limit-requests"] for a in answers] == ["60", "60"]  # still per minute
+    assert [a.headers["x-ratelimit-remaining-requests"] for a in answers + later] == ["1", "0", "1", "0"]
+    assert answers[1].headers["x-ratelimit-reset-requests"] == "2s"  # until the burst is whole again
+    assert refused.value.response.headers["retry-after-ms"] == "1000"
+
+
 def test_without_rate_limits_no_headers_are_sent() -> None:
     with FakeServer(EchoResponder()) as server, _openai(server) as client:
         raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=TASK)
@@ -207,6 +227,7 @@ def test_without_rate_limits_no_headers_are_sent() -> None:
         ("rpm=60,change_after=30", "go together"),
         ("rpm=60,change_after=30,factor=0", "above zero"),
         ("rpm=60,change_after=-1,factor=2", "zero or more"),
+        ("rpm=60,burst=0", "above zero"),
     ],
 )
 def test_a_bad_spec_is_one_line(spec: str, message: str) -> None:
@@ -216,8 +237,8 @@ def test_a_bad_spec_is_one_line(spec: str, message: str) -> None:
 
 
 def test_specs_read_back_and_none_is_no_limit() -> None:
-    spec = RateLimitSpec.parse(" RPM=600, itpm=200000,otpm=40000,change_after=30,factor=0.5 ")
-    assert str(spec) == "rpm=600,itpm=200000,otpm=40000,change_after=30,factor=0.5"
+    spec = RateLimitSpec.parse(" RPM=600, itpm=200000,otpm=40000,change_after=30,factor=0.5,burst=5 ")
+    assert str(spec) == "rpm=600,itpm=200000,otpm=40000,change_after=30,factor=0.5,burst=5"
     assert RateLimitSpec.parse("none") is None and RateLimitSpec.parse(None) is None
 
 

@@ -4,11 +4,15 @@ rate-limit headers on every completion response (200s too).
 
 Spec: `rpm=600,itpm=200000,otpm=40000` (any of the three; a limit left out is not enforced), and a
 change mid-run: `change_after=30,factor=0.5` multiplies every limit by 0.5 once 30 seconds have
-passed since the server's first completion request (a factor above 1 raises them).
+passed since the server's first completion request (a factor above 1 raises them). `burst=S` makes
+each bucket hold only S seconds of its refill (default 60: a whole minute's limit): providers enforce
+a per-minute limit over shorter periods too (OpenAI's rate-limit guide: "60,000 requests/minute may
+be enforced as 1,000 requests/second"), and a benchmark needs a burst small next to its length.
 
 Algorithm: a token bucket per limit, per (API key, model) — the key is the request's `x-api-key`, or
-its `Authorization: Bearer` token. A bucket holds at most LIMIT and refills continuously at LIMIT/60
-per second, so a burst of LIMIT passes at once and then LIMIT a minute. A request is admitted when
+its `Authorization: Bearer` token. A bucket holds at most LIMIT × burst/60 (LIMIT by default) and
+refills continuously at LIMIT/60 per second, so a burst of that much passes at once and then LIMIT a
+minute. A request is admitted when
 every bucket holds what it needs: 1 request; its input tokens (the whole prompt as `usage.py` counts
 it, cached or not; a prompt larger than the whole limit needs a full bucket, so it waits rather than
 never passing); 1 output token. Admission takes the request and the input tokens at once. Output
@@ -53,7 +57,8 @@ from hilbert.testing.fake_server.faults import _number, _pairs
 
 _HINT = (
     "use KEY=VALUE pairs, e.g. --rate-limit rpm=600,itpm=200000,otpm=40000,change_after=30,factor=0.5"
-    " (limits: rpm itpm otpm; change_after=SECONDS with factor=F changes them mid-run)"
+    " (limits: rpm itpm otpm; change_after=SECONDS with factor=F changes them mid-run;"
+    " burst=SECONDS of refill a bucket holds, default 60)"
 )
 LIMITS = ("rpm", "itpm", "otpm")
 _NAMES = {"rpm": "requests", "itpm": "input-tokens", "otpm": "output-tokens"}
@@ -69,6 +74,7 @@ class RateLimitSpec:
     otpm: int | None = None
     change_after_s: float | None = None
     factor: float = 1.0
+    burst_s: float = 60.0
 
     @classmethod
     def parse(cls, spec: str | None) -> RateLimitSpec | None:
@@ -77,22 +83,27 @@ class RateLimitSpec:
             return None
         settings: dict[str, float] = {}
         for key, value in _pairs(spec, "rate-limit", _HINT):
-            if key not in (*LIMITS, "change_after", "factor"):
+            if key not in (*LIMITS, "change_after", "factor", "burst"):
                 raise UserError(f"unknown rate-limit setting {key!r} in {spec!r}", hint=_HINT)
             if not value:
                 raise UserError(f"bad rate-limit setting {key!r}: needs a value, {key}=N", hint=_HINT)
             number = _number(value, f"rate-limit {key}", _HINT)
             if key in LIMITS and (number < 1 or number != int(number)):
                 raise UserError(f"bad rate-limit {key}={value}: a whole number >= 1", hint=_HINT)
-            if key == "factor" and number == 0:
-                raise UserError("bad rate-limit factor=0: must be above zero", hint=_HINT)
+            if key in ("factor", "burst") and number == 0:
+                raise UserError(f"bad rate-limit {key}=0: must be above zero", hint=_HINT)
             settings[key] = number
         if not any(key in settings for key in LIMITS):
             raise UserError(f"rate-limit spec {spec!r} sets no limit (rpm, itpm or otpm)", hint=_HINT)
         if ("change_after" in settings) != ("factor" in settings):
             raise UserError(f"rate-limit spec {spec!r}: change_after and factor go together", hint=_HINT)
         limits = {key: int(settings[key]) if key in settings else None for key in LIMITS}
-        return cls(**limits, change_after_s=settings.get("change_after"), factor=settings.get("factor", 1.0))
+        return cls(
+            **limits,
+            change_after_s=settings.get("change_after"),
+            factor=settings.get("factor", 1.0),
+            burst_s=settings.get("burst", 60.0),
+        )
 
     def limit(self, name: str, changed: bool) -> float | None:
         base: int | None = getattr(self, name)
@@ -104,7 +115,13 @@ class RateLimitSpec:
         parts = [f"{key}={getattr(self, key)}" for key in LIMITS if getattr(self, key) is not None]
         if self.change_after_s is not None:
             parts += [f"change_after={self.change_after_s:g}", f"factor={self.factor:g}"]
+        if self.burst_s != 60.0:
+            parts.append(f"burst={self.burst_s:g}")
         return ",".join(parts)
+
+    def capacity(self, limit: float) -> float:
+        """What a bucket of this per-minute limit holds when full."""
+        return limit * self.burst_s / 60
 
 
 @dataclass
@@ -157,15 +174,17 @@ class RateLimiter:
         limit = self.spec.limit(name, changed=change_at is not None and now >= change_at)
         if limit is None:
             return None
+        full = self.spec.capacity(limit)
         bucket = self._buckets.get((*who, name))
         if bucket is None:
-            bucket = self._buckets[(*who, name)] = _Bucket(limit, now)
+            bucket = self._buckets[(*who, name)] = _Bucket(full, now)
             return bucket, limit
         if change_at is not None and bucket.updated < change_at <= now:
             before = self.spec.limit(name, changed=False) or limit
-            bucket.level = min(before, bucket.level + (change_at - bucket.updated) * before / 60)
-            bucket.level, bucket.updated = min(bucket.level, limit), change_at
-        bucket.level = min(limit, bucket.level + (now - bucket.updated) * limit / 60)
+            refilled = bucket.level + (change_at - bucket.updated) * before / 60
+            bucket.level = min(self.spec.capacity(before), refilled)
+            bucket.level, bucket.updated = min(bucket.level, full), change_at
+        bucket.level = min(full, bucket.level + (now - bucket.updated) * limit / 60)
         bucket.updated = now
         return bucket, limit
 
@@ -184,7 +203,7 @@ class RateLimiter:
                 if state is None:
                     continue
                 bucket, limit = state
-                need = min(need, limit)
+                need = min(need, self.spec.capacity(limit))
                 if bucket.level < need - _EPSILON:
                     waits[_NAMES[name]] = (need - bucket.level) * 60 / limit
                 held.append((bucket, need if name != "otpm" else 0.0))
@@ -209,7 +228,7 @@ class RateLimiter:
                 state = self._bucket(who, name, now)
                 if state is not None:
                     bucket, limit = state
-                    reset = max(0.0, (limit - bucket.level) * 60 / limit)
+                    reset = max(0.0, (self.spec.capacity(limit) - bucket.level) * 60 / limit)
                     remaining = max(0, math.floor(bucket.level + _EPSILON))
                     readings.append(Reading(_NAMES[name], round(limit), remaining, reset))
             return readings
