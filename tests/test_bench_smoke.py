@@ -228,7 +228,20 @@ def smoke_resume(tmp_path: Path) -> None:
     assert 0 <= number(run["respent_share"]) < 1 and number(run["wall_s"]) > 0, run
 
 
+def smoke_governor(tmp_path: Path) -> None:
+    assert "--quick" in "\n".join(run_bench("governor.py", "--help"))
+    lines = run_bench("governor.py", "--quick")
+    run = figures(lines[-1])
+    assert set(run) == {"ratio_rpm", "refused_rpm"}, run
+    assert number(run["ratio_rpm"]) > 0 and 0 <= number(run["refused_rpm"]) <= 1, run
+    rows = [line for line in lines if line.startswith("| rpm |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["fixed 16", "governor"], rows
+    # both rows really called the rate-limited server: requests seen, calls completed
+    assert all(int(row.split("|")[5]) > 0 and float(row.split("|")[3]) > 0 for row in rows), rows
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
+    "governor.py": smoke_governor,
     "resume.py": smoke_resume,
     "context_replay.py": smoke_context_replay,
     "security.py": smoke_security,

@@ -48,6 +48,7 @@ def _completions(server: FakeServer) -> list[dict[str, Any]]:
 def test_a_429_halves_the_window_once_and_successes_grow_it_back() -> None:
     knobs = Knobs(max_concurrency=16, initial_concurrency=8)
     state, now = BucketState.new(knobs, 1000.0), 1000.0
+    state.slow_start = False  # past its first decrease (the test above shows the slow start)
     leases = [decide(state, knobs, now, 10, f"l{i}", 1, "h") for i in range(9)]
     assert [type(d) for d in leases] == [Admit] * 8 + [Wait]  # the window holds 8
     for i in range(8):  # one burst refuses all eight: halved once, not eight times
@@ -63,6 +64,22 @@ def test_a_429_halves_the_window_once_and_successes_grow_it_back() -> None:
             report(state, knobs, now, lease_id, Outcome("ok"))
         grown.append(state.limit)
     assert grown[:3] == [5.0, 6.0, 7.0] and grown[-1] == 16.0  # the ceiling holds
+
+
+def test_a_fresh_window_doubles_each_round_trip_until_the_first_decrease() -> None:
+    knobs = Knobs(max_concurrency=64, initial_concurrency=4)
+    state, now = BucketState.new(knobs, 1000.0), 1000.0
+    seen = []
+    for round_ in range(4):
+        ids = [f"r{round_}-{i}" for i in range(int(state.limit))]
+        assert all(isinstance(decide(state, knobs, now, 10, i, 1, "h"), Admit) for i in ids)
+        for lease_id in ids:
+            report(state, knobs, now, lease_id, Outcome("ok"))
+        seen.append(state.limit)
+    assert seen == [8.0, 16.0, 32.0, 64.0]
+    assert isinstance(decide(state, knobs, now, 10, "x0", 1, "h"), Admit)
+    report(state, knobs, now + 1, "x0", Outcome("overloaded"))
+    assert state.limit == 32.0 and not state.slow_start
 
 
 def test_retry_after_seen_by_one_caller_pauses_another(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ transaction, `governor.py` drives it. The algorithm:
 - **Concurrency (AIMD).** `limit` starts at the settings' `initial_concurrency`. A success counts when
   the window was full (as many calls in flight as `limit` allows) at some moment while the call was
   in flight — a window that never fills says nothing about whether a larger one would do; after
-  `ceil(limit)` such successes (one window) `limit` grows by 1, up to `max_concurrency`. A 429, a 529 or an
+  `ceil(limit)` such successes (one window) `limit` grows by 1, up to `max_concurrency`. Until the
+  first decrease each such success adds 1 (the window doubles each round trip: TCP's slow start), so
+  a fresh key reaches its rate in a few round trips rather than one slot per round trip. A 429, a 529 or an
   overload error halves it (floor 1), once per window: only a call admitted after the last decrease
   can cut it again, so the twenty calls refused by one burst halve it once, as TCP does.
 - **Pause.** A Retry-After sets `paused_until` (the later of the two): every caller of the bucket,
@@ -16,7 +18,9 @@ transaction, `governor.py` drives it. The algorithm:
   output together, for providers that count them as one), each with a level that refills at
   LIMIT/60 a second up to LIMIT. The limit comes from the settings, else from the headers of the
   last response that carried one. Admission takes 1 request and the call's estimated input tokens
-  and needs 1 output token left; the report gives back the estimate, takes the real input and the
+  (the caller's estimate times `token_ratio`, what the provider counted over what was estimated on
+  recent calls — a moving average — plus 10 %) and needs 1 output token left; the report gives back
+  the reservation, takes the real input and the
   output, then lowers each level to what the server said remains (plus what refilled since), never
   raises it — the server is the truth, and a request we admitted that it has not seen yet must stay
   counted.
@@ -72,7 +76,8 @@ class Lease:
     host: str
     started: float
     expires: float
-    estimate: int
+    estimate: int  # input tokens reserved (the caller's estimate, corrected by `token_ratio`)
+    raw_estimate: int = 0  # the caller's own estimate, to learn the ratio
     probe: bool = False
 
 
@@ -96,6 +101,8 @@ class BucketState:
     successes: int = 0
     decreased_at: float = 0.0
     full_at: float = 0.0  # the last time the window was full (a success since then may grow it)
+    token_ratio: float = 1.0  # input tokens counted by the provider / estimated (moving average)
+    slow_start: bool = True  # no decrease yet: grow by one per success, not per window
     paused_until: float = 0.0
     pause_why: str = ""
     failures: int = 0
@@ -172,7 +179,8 @@ def decide(
     if in_flight >= math.floor(state.limit):
         state.full_at = now
         return Wait(None, f"{in_flight} calls in flight (limit {math.floor(state.limit)})")
-    needs = {"rpm": 1.0, "itpm": float(estimate), "otpm": 1.0, "tpm": float(estimate)}
+    reserve = math.ceil(estimate * state.token_ratio * 1.1)
+    needs = {"rpm": 1.0, "itpm": float(reserve), "otpm": 1.0, "tpm": float(reserve)}
     waits = {}
     for name, bucket in state.levels.items():
         bucket.refill(now)
@@ -187,7 +195,7 @@ def decide(
             bucket.level -= needs[name]
     if in_flight + 1 >= math.floor(state.limit):
         state.full_at = now
-    state.leases[lease_id] = Lease(pid, host, now, now + knobs.lease_s, estimate, probe)
+    state.leases[lease_id] = Lease(pid, host, now, now + knobs.lease_s, reserve, estimate, probe)
     return Admit(lease_id, probe)
 
 
@@ -204,13 +212,13 @@ def report(
         state.failures, state.breaker_until, state.cooldown_s = 0, None, 0.0
         if lease is not None and lease.started <= state.full_at:
             state.successes += 1
-            if state.successes >= math.ceil(state.limit):
+            if state.slow_start or state.successes >= math.ceil(state.limit):
                 state.limit = min(float(knobs.max_concurrency), state.limit + 1)
                 state.successes = 0
     elif outcome.kind in ("throttled", "overloaded"):
         if lease is None or lease.started >= state.decreased_at:
             state.limit = max(1.0, state.limit / 2)
-            state.successes, state.decreased_at = 0, now
+            state.successes, state.decreased_at, state.slow_start = 0, now, False
         if outcome.retry_after_s:
             until = now + outcome.retry_after_s
             if until > state.paused_until:
@@ -239,6 +247,8 @@ def _account(state: BucketState, now: float, lease: Lease | None, outcome: Outco
     """The real tokens of the call in place of its estimate, then the server's remainders."""
     estimate = lease.estimate if lease is not None else 0
     used_input = outcome.input_tokens if outcome.input_tokens is not None else estimate
+    if outcome.kind == "ok" and lease is not None and lease.raw_estimate > 0 and outcome.input_tokens:
+        state.token_ratio = 0.8 * state.token_ratio + 0.2 * (outcome.input_tokens / lease.raw_estimate)
     if outcome.kind != "ok":
         used_input = 0  # a refused or failed request is not charged (the fake and the providers agree)
     for name, bucket in state.levels.items():

@@ -1,0 +1,241 @@
+"""The rate-limit governor against fixed concurrency: 128 workers, three limit profiles.
+
+    python bench/governor.py                 # all three profiles, every row (≈14 min on 2 cores)
+    python bench/governor.py --quick         # a smoke: one short profile, two rows
+
+Each row starts a fresh fake server in its own process (`python -m hilbert.testing.fake_server`,
+echo responder, Anthropic protocol, `--rate-limit` of the profile, `--record` to count what it
+refused) and runs `--workers` workers in this process for the profile's length. A worker runs tasks
+back to back; a task is `--calls` model calls on one growing conversation (each call sends the
+conversation so far plus a new ~150-token request, so input tokens grow as an agent's do), each call
+through `make_model` with hilbert's retries (6 tries, Retry-After honoured). Rows:
+
+- `fixed N`: at most N calls at once (a semaphore around `complete`), no governor — what a fleet of
+  N workers does today;
+- `governor`: no semaphore, every call through a `Governor` with the default `[governor]` settings
+  (the same on every profile; nothing tells it the limits: it learns them from the headers).
+
+Profiles (limits per API key and model; each bucket holds `burst=2` seconds of its refill, so the
+first minute is not one free burst):
+- `rpm`: 1,200 requests per minute;
+- `tpm`: 270,000 input tokens per minute (requests unlimited);
+- `halving`: 1,200 requests per minute, halved 25 s after the first request.
+
+Figures per row: goodput (completed calls per minute, counted after a warm-up of `--warmup` s),
+refused (429s / all completion requests the server saw, the whole row), p99 task time (tasks ended
+after the warm-up), calls that failed for good, and on `halving` the re-convergence time: from the
+change to the first moment after which every 5-s window's goodput stays within 15 % of the new limit
+with no 429 (the bench knows the new limit; the governor does not). The last line gives, per profile,
+the governor's goodput over the best fixed row's, its refused share, and the re-convergence time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hilbert.errors import ModelError
+from hilbert.models import make_model
+from hilbert.models.governor import governor_from
+from hilbert.models.types import Message
+from hilbert.settings import GovernorSettings
+from hilbert.testing.fake_server.process import start_process
+
+
+@dataclass(frozen=True)
+class Profile:
+    spec: str
+    seconds: float
+    change_s: float | None = None  # when the limits change, after the server's first request
+    after_per_min: float | None = None  # the calls a minute the new limit allows (to measure only)
+
+
+PROFILES = {
+    "rpm": Profile("rpm=1200,burst=2", 40),
+    "tpm": Profile("itpm=270000,burst=2", 40),
+    "halving": Profile("rpm=1200,burst=2,change_after=25,factor=0.5", 70, change_s=25, after_per_min=600),
+}
+ROWS = ("8", "16", "64", "128", "governor")
+LATENCY = "ttft=uniform:0.5:1.5"
+REQUEST = " ".join(["Please read the module, run its tests and fix the failing assertion."] * 10)
+
+
+@dataclass
+class Row:
+    profile: str
+    row: str
+    goodput: float = 0.0
+    refused: float = 0.0
+    requests: int = 0
+    p99_task_s: float = math.nan
+    failed: int = 0
+    reconverge_s: float | None = None
+    calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
+    tasks: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of completed tasks
+
+
+async def drive(url: str, row: str, seconds: float, workers: int, calls: int, home: Path) -> Row:
+    """Run the workers for `seconds`; the completion times of calls, the tasks, the failures."""
+    governor = governor_from(GovernorSettings(path=home / "governor.db"), home) if row == "governor" else None
+    model = make_model(f"anthropic:bench-model@{url}", env={"ANTHROPIC_API_KEY": "bench"}, governor=governor)
+    gate = asyncio.Semaphore(int(row)) if governor is None else None
+    result = Row("", row)
+
+    async def call(messages: list[Message]) -> Message:
+        if gate is None:
+            return (await model.complete(messages)).message
+        async with gate:
+            return (await model.complete(messages)).message
+
+    async def worker(number: int) -> None:
+        task = 0
+        while True:
+            started = time.time()
+            messages = [Message("user", f"worker {number} task {task}: {REQUEST}")]
+            for step in range(calls):
+                try:
+                    reply = await call(messages)
+                except ModelError:
+                    result.failed += 1
+                    break
+                result.calls.append(time.time())
+                messages += [reply, Message("user", f"step {step + 1}: {REQUEST}")]
+            else:
+                result.tasks.append((started, time.time()))
+            task += 1
+
+    running = [asyncio.create_task(worker(n)) for n in range(workers)]
+    await asyncio.sleep(seconds)
+    for job in running:
+        job.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    if governor is not None:
+        governor.close()
+    return result
+
+
+def _p99(values: list[float]) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namespace) -> Row:
+    with tempfile.TemporaryDirectory(prefix="bench-governor-") as tmp:
+        record = Path(tmp) / "requests.jsonl"
+        server, url = start_process(
+            "--responder", "echo", "--latency", LATENCY, "--rate-limit", profile.spec, "--record", str(record)
+        )
+        try:
+            began = time.time()
+            result = asyncio.run(drive(url, row, profile.seconds, args.workers, args.calls, Path(tmp)))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        seen = [json.loads(line) for line in record.read_text().splitlines()]
+    completions = [(r["time"], r["status"]) for r in seen if r["path"].endswith("/messages")]
+    result.profile = profile_name
+    warm_from = began + args.warmup
+    measured = profile.seconds - args.warmup
+    result.goodput = sum(1 for t in result.calls if t >= warm_from) / measured * 60
+    result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
+    result.requests = len(completions)
+    refused = [t for t, status in completions if status == 429]
+    result.refused = len(refused) / max(1, len(completions))
+    if profile.change_s is not None and profile.after_per_min and completions:
+        change = completions[0][0] + profile.change_s
+        result.reconverge_s = _reconverge(result.calls, refused, change, began + profile.seconds, profile)
+    return result
+
+
+def _reconverge(
+    calls: list[float], refused: list[float], change: float, end: float, profile: Profile
+) -> float | None:
+    """Seconds from the change until every later 5-s window is within 15 % of the new limit, 429-free."""
+    assert profile.after_per_min is not None
+    ideal = profile.after_per_min / 60 * 5
+    window, step = 5.0, 0.5
+    starts = [change + i * step for i in range(int((end - window - change) / step) + 1)]
+    good = [
+        abs(sum(1 for c in calls if s <= c < s + window) - ideal) <= 0.15 * ideal
+        and not any(s <= r < s + window for r in refused)
+        for s in starts
+    ]
+    for index in range(len(starts)):
+        if all(good[index:]):
+            return starts[index] - change
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, default=128)
+    parser.add_argument("--calls", type=int, default=2, help="model calls per task")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds not counted in goodput")
+    parser.add_argument("--profiles", default=",".join(PROFILES), help="a comma-separated subset")
+    parser.add_argument("--rows", default=",".join(ROWS), help="fixed concurrencies and/or governor")
+    parser.add_argument("--seconds", type=float, help="every profile this long (halving: change at 40 %%)")
+    parser.add_argument("--quick", action="store_true", help="a smoke: rpm only, fixed 16 and governor, 8 s")
+    args = parser.parse_args()
+    if args.quick:
+        args.profiles, args.rows, args.seconds, args.warmup, args.workers = "rpm", "16,governor", 8, 2, 32
+    profiles = {name: PROFILES[name] for name in args.profiles.split(",")}
+    if args.seconds:
+        profiles = {name: _shortened(p, args.seconds) for name, p in profiles.items()}
+    rows = args.rows.split(",")
+    header = "| profile | row | goodput (calls/min) | refused | requests | p99 task (s) | failed"
+    print(header + " | re-converged (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    results: dict[str, list[Row]] = {}
+    for name, profile in profiles.items():
+        for row in rows:
+            result = run_row(name, profile, row, args)
+            results.setdefault(name, []).append(result)
+            label = "governor" if row == "governor" else f"fixed {row}"
+            reconverged = "-" if result.reconverge_s is None else f"{result.reconverge_s:.1f}"
+            if profile.change_s is not None and result.reconverge_s is None:
+                reconverged = "never"
+            print(
+                f"| {name} | {label} | {result.goodput:.0f} | {result.refused:.1%} | {result.requests} |"
+                f" {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
+                flush=True,
+            )
+    print(" ".join(_summary(name, rows) for name, rows in results.items()))
+    return 0
+
+
+def _shortened(profile: Profile, seconds: float) -> Profile:
+    change = None if profile.change_s is None else round(seconds * 0.4, 1)
+    spec = profile.spec.replace("change_after=25", f"change_after={change}") if change else profile.spec
+    return Profile(spec, seconds, change, profile.after_per_min)
+
+
+def _summary(name: str, rows: list[Row]) -> str:
+    governed = [r for r in rows if r.row == "governor"]
+    fixed = [r for r in rows if r.row != "governor"]
+    if not governed:
+        return f"best_fixed_{name}={max(r.goodput for r in fixed):.0f}"
+    governor = governed[0]
+    best = max((r.goodput for r in fixed), default=math.nan)
+    parts = [
+        f"ratio_{name}={governor.goodput / best:.3f}" if fixed else f"goodput_{name}={governor.goodput:.0f}",
+        f"refused_{name}={governor.refused:.4f}",
+    ]
+    if PROFILES[name].change_s is not None:
+        reconverged = "never" if governor.reconverge_s is None else f"{governor.reconverge_s:.1f}"
+        parts.append(f"reconverge_s_{name}={reconverged}")
+    return " ".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
