@@ -11,9 +11,16 @@ from typing import Any
 
 import pytest
 
-from hilbert.errors import ModelError, UserError
+from hilbert.errors import ModelError, RefusedError, UserError
 from hilbert.models import RetryPolicy, make_model
-from hilbert.models.governor import Governor, GovernorStore, Knobs, Outcome, check_fallbacks
+from hilbert.models.governor import (
+    FallbackModel,
+    Governor,
+    GovernorStore,
+    Knobs,
+    Outcome,
+    check_fallbacks,
+)
 from hilbert.models.governor.headers import readings
 from hilbert.models.governor.pacing import Admit, BucketState, Wait, decide, report
 from hilbert.models.types import Message
@@ -193,3 +200,32 @@ def test_a_fallback_chain_into_the_judges_family_is_refused_in_one_line(tmp_path
         check_fallbacks({"lead": ["openai:x"]}, judge=None, reviewers=("openai:gpt-5",))
     with pytest.raises(UserError, match="unknown role 'judge'"):
         check_fallbacks({"judge": ["anthropic:x"]}, judge=None, reviewers=())
+
+
+def test_a_fallback_chain_asks_the_next_model_only_when_one_fails_for_good() -> None:
+    async def scenario(down: FakeServer, up: FakeServer, unknown: FakeServer) -> None:
+        env = {"ANTHROPIC_API_KEY": "k"}
+        chain = FallbackModel(
+            [
+                make_model(f"anthropic:down@{down.base_url}", env=env, retry=FAST),
+                make_model(f"anthropic:up@{up.base_url}", env=env, retry=FAST),
+            ]
+        )
+        reply = await chain.complete(TASK)
+        assert reply.message.content.startswith("echo") and reply.model == "up"
+        refusing = FallbackModel(
+            [
+                make_model(f"anthropic:gone@{unknown.base_url}", env=env, retry=FAST),
+                make_model(f"anthropic:up@{up.base_url}", env=env, retry=FAST),
+            ]
+        )
+        with pytest.raises(RefusedError, match="unknown model"):  # the request's own fault: no fallback
+            await refusing.complete(TASK)
+
+    with (
+        FakeServer(EchoResponder(), faults="500=1.0") as down,
+        FakeServer(EchoResponder()) as up,
+        FakeServer(EchoResponder(), faults="404=1.0") as unknown,
+    ):
+        asyncio.run(scenario(down, up, unknown))
+        assert len(_completions(up)) == 1 and len(_completions(down)) == 1

@@ -10,10 +10,11 @@ attempt; the `Retrier` stays the per-call layer above it (how often and how long
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from hilbert.models.governor.fallback import FallbackModel, check_fallbacks
-from hilbert.models.governor.governor import Governor, Slot, bucket_key
+from hilbert.models.governor.governor import Governor, Slot, bucket_key, logger
 from hilbert.models.governor.pacing import BucketState, Knobs, Outcome
 from hilbert.models.governor.store import GovernorStore, Notice
 from hilbert.settings import GovernorSettings
@@ -34,8 +35,15 @@ __all__ = [
 
 
 def governor_from(settings: GovernorSettings, home: Path, *, seed: int | None = None) -> Governor | None:
-    """The governor the settings describe (its file: `path`, else `home/governor.db`); None when off."""
+    """The governor the settings describe (its file: `path`, else `home/governor.db`); None when off,
+    or when the file cannot be opened (logged: the calls go unpaced, as when it breaks later)."""
     if not settings.enabled:
+        return None
+    path = settings.path or home / "governor.db"
+    try:
+        store = GovernorStore(path)
+    except (OSError, sqlite3.Error) as error:
+        logger.warning("governor: %s unusable (%s): model calls go unpaced", path, error)
         return None
     knobs = Knobs(
         max_concurrency=settings.max_concurrency,
@@ -45,5 +53,4 @@ def governor_from(settings: GovernorSettings, home: Path, *, seed: int | None = 
         breaker_cooldown_s=settings.breaker_cooldown_s,
         lease_s=settings.lease_s,
     )
-    store = GovernorStore(settings.path or home / "governor.db")
     return Governor(store, knobs, jitter=settings.jitter, seed=seed)
