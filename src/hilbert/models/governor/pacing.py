@@ -19,11 +19,11 @@ transaction, `governor.py` drives it. The algorithm:
   LIMIT/60 a second up to LIMIT. The limit comes from the settings, else from the headers of the
   last response that carried one. Admission takes 1 request and the call's estimated input tokens
   (the caller's estimate times `token_ratio`, what the provider counted over what was estimated on
-  recent calls — a moving average — plus 10 %) and needs 1 output token left; the report gives back
-  the reservation, takes the real input and the
-  output, then lowers each level to what the server said remains (plus what refilled since), never
-  raises it — the server is the truth, and a request we admitted that it has not seen yet must stay
-  counted.
+  recent calls — a moving average — plus 10 %) and needs 1 output token left. The report gives back
+  the reservation and takes the real input and the output, then lowers each level to what the server
+  said remains, plus what refilled since the response was read, less what calls admitted since then
+  took; it never raises it: the server is the truth, and a request we admitted that it has not seen
+  yet must stay counted.
 - **Circuit breaker.** `breaker_failures` consecutive failures (5xx, 529, timeouts, broken
   connections: not 429s, which are pacing, nor refusals, which are the request's fault) open it for
   `breaker_cooldown_s`; then one call is let through as a probe: its success closes the breaker, its
@@ -33,7 +33,7 @@ transaction, `governor.py` drives it. The algorithm:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 BUCKETS = ("rpm", "itpm", "otpm", "tpm")  # requests, input, output, and input + output tokens
@@ -120,7 +120,11 @@ class BucketState:
         return state
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # by hand: `dataclasses.asdict` deep-copies, and this runs twice per model call
+        data = dict(vars(self))
+        data["leases"] = {k: vars(v) for k, v in self.leases.items()}
+        data["levels"] = {k: vars(v) for k, v in self.levels.items()}
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BucketState:
@@ -265,7 +269,11 @@ def _account(state: BucketState, now: float, lease: Lease | None, outcome: Outco
             level = known.level if known is not None else float(limit)
             known = state.levels[name] = Level(float(limit), min(level, float(limit)), now, learned=True)
         read_at = min(outcome.read_at or now, now)
-        known.level = min(known.level, remaining + (now - read_at) * limit / 60)
+        since = [lease for lease in state.leases.values() if lease.started > read_at]  # not in `remaining`
+        taken = (
+            len(since) if name == "rpm" else sum(lease.estimate for lease in since) if name != "otpm" else 0
+        )
+        known.level = min(known.level, remaining + (now - read_at) * limit / 60 - taken)
     for bucket in state.levels.values():
         bucket.level = min(bucket.level, bucket.limit)
 

@@ -47,7 +47,7 @@ class GovernorStore:
         self.path = path
         self._db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA synchronous=OFF")  # pacing state: a crash may lose a moment of it
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
