@@ -21,7 +21,10 @@ first minute is not one free burst):
 - `tpm`: 270,000 input tokens per minute (requests unlimited);
 - `halving`: 1,200 requests per minute, halved 25 s after the first request.
 
-Figures per row: goodput (completed calls per minute, counted after a warm-up of `--warmup` s),
+Figures per row: goodput (completed calls per minute, counted after a warm-up of `--warmup` s; and
+the input tokens of those calls per minute, since calls differ in size: a task's second call sends
+three times the first one's prompt, and a row whose calls fail restarts tasks, so more of its calls
+are small ones),
 refused (429s / all completion requests the server saw, the whole row), p99 task time (tasks ended
 after the warm-up), calls that failed for good, and on `halving` the re-convergence time: from the
 change to the first moment after which every 5-s window's goodput stays within 15 % of the new limit
@@ -44,7 +47,7 @@ from pathlib import Path
 from hilbert.errors import ModelError
 from hilbert.models import make_model
 from hilbert.models.governor import governor_from
-from hilbert.models.types import Message
+from hilbert.models.types import Completion, Message
 from hilbert.settings import GovernorSettings
 from hilbert.testing.fake_server.process import start_process
 
@@ -77,7 +80,10 @@ class Row:
     p99_task_s: float = math.nan
     failed: int = 0
     reconverge_s: float | None = None
+    started: float = 0.0  # when the workers started (unix seconds)
     calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
+    tokens: list[int] = field(default_factory=list)  # the input tokens of each completed call
+    input_tpm: float = 0.0  # input tokens of the calls completed after the warm-up, per minute
     tasks: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of completed tasks
 
 
@@ -86,13 +92,13 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
     governor = governor_from(GovernorSettings(path=home / "governor.db"), home) if row == "governor" else None
     model = make_model(f"anthropic:bench-model@{url}", env={"ANTHROPIC_API_KEY": "bench"}, governor=governor)
     gate = asyncio.Semaphore(int(row)) if governor is None else None
-    result = Row("", row)
+    result = Row("", row, started=time.time())
 
-    async def call(messages: list[Message]) -> Message:
+    async def call(messages: list[Message]) -> Completion:
         if gate is None:
-            return (await model.complete(messages)).message
+            return await model.complete(messages)
         async with gate:
-            return (await model.complete(messages)).message
+            return await model.complete(messages)
 
     async def worker(number: int) -> None:
         task = 0
@@ -106,7 +112,8 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
                     result.failed += 1
                     break
                 result.calls.append(time.time())
-                messages += [reply, Message("user", f"step {step + 1}: {REQUEST}")]
+                result.tokens.append(reply.usage.input_tokens)
+                messages += [reply.message, Message("user", f"step {step + 1}: {REQUEST}")]
             else:
                 result.tasks.append((started, time.time()))
             task += 1
@@ -135,7 +142,6 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
             "--responder", "echo", "--latency", LATENCY, "--rate-limit", profile.spec, "--record", str(record)
         )
         try:
-            began = time.time()
             result = asyncio.run(drive(url, row, profile.seconds, args.workers, args.calls, Path(tmp)))
         finally:
             server.terminate()
@@ -143,9 +149,12 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
         seen = [json.loads(line) for line in record.read_text().splitlines()]
     completions = [(r["time"], r["status"]) for r in seen if r["path"].endswith("/messages")]
     result.profile = profile_name
+    began = result.started
     warm_from = began + args.warmup
     measured = profile.seconds - args.warmup
     result.goodput = sum(1 for t in result.calls if t >= warm_from) / measured * 60
+    counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if t >= warm_from]
+    result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
     result.requests = len(completions)
     refused = [t for t, status in completions if status == 429]
@@ -193,9 +202,9 @@ def main() -> int:
     if args.seconds:
         profiles = {name: _shortened(p, args.seconds) for name, p in profiles.items()}
     rows = args.rows.split(",")
-    header = "| profile | row | goodput (calls/min) | refused | requests | p99 task (s) | failed"
-    print(header + " | re-converged (s) |")
-    print("|---|---|---|---|---|---|---|---|")
+    header = "| profile | row | goodput (calls/min) | input tokens/min | refused | requests | p99 task (s)"
+    print(header + " | failed | re-converged (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     results: dict[str, list[Row]] = {}
     for name, profile in profiles.items():
         for row in rows:
@@ -206,7 +215,8 @@ def main() -> int:
             if profile.change_s is not None and result.reconverge_s is None:
                 reconverged = "never"
             print(
-                f"| {name} | {label} | {result.goodput:.0f} | {result.refused:.1%} | {result.requests} |"
+                f"| {name} | {label} | {result.goodput:.0f} | {result.input_tpm:,.0f} | {result.refused:.1%}"
+                f" | {result.requests} |"
                 f" {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
                 flush=True,
             )

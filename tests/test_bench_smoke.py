@@ -237,7 +237,7 @@ def smoke_governor(tmp_path: Path) -> None:
     rows = [line for line in lines if line.startswith("| rpm |")]
     assert [row.split("|")[2].strip() for row in rows] == ["fixed 16", "governor"], rows
     # both rows really called the rate-limited server: requests seen, calls completed
-    assert all(int(row.split("|")[5]) > 0 and float(row.split("|")[3]) > 0 for row in rows), rows
+    assert all(int(row.split("|")[6]) > 0 and float(row.split("|")[3]) > 0 for row in rows), rows
 
 
 SMOKE: dict[str, Callable[[Path], None]] = {
