@@ -16,12 +16,13 @@ from hilbert.agent.policies import Halt
 from hilbert.errors import ConfigError, UserError
 from hilbert.fleet.budget import BudgetGuard, Caps, answer, run_stopped
 from hilbert.fleet.budget_lines import budget_lines
-from hilbert.fleet.events import FleetEvent, FleetStarted, TaskStarted
-from hilbert.fleet.inbox import EVERYONE, request_stop
+from hilbert.fleet.events import BudgetRaised, FleetEvent, FleetStarted, TaskStarted
+from hilbert.fleet.inbox import EVERYONE, PERSON, request_stop
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.state import Fold
+from hilbert.fleet.state import FleetState, Fold, apply
 from hilbert.settings import BudgetSettings, Settings
 from hilbert.store import EventStore
+from hilbert.store.event_store import Event
 from hilbert.ui.config_command import load_settings
 from hilbert.ui.fleet_views import runs_table, status_lines, worker_states
 from hilbert.ui.top_view import budget_lines as top_budgets
@@ -176,3 +177,42 @@ def test_budgets_are_settings_under_budget_or_budgets_and_from_the_command_line(
         Settings.of({"budgets.hard": ["task_dollars"]})
     with pytest.raises(ConfigError, match="not CAP=VALUE"):
         load_settings(budget=("task_usd",))
+
+
+def test_waiting_for_the_person_spends_no_wall_time_so_approving_a_wall_cap_lets_the_worker_go_on() -> None:
+    """A wall cap's question answered after ten minutes: the raise (the cap again) is not already spent
+    on the wait, so the worker goes on instead of asking again at once."""
+    caps = Caps.of(BudgetSettings(agent_wall_s=100))
+    state, log = FleetState(run="r"), []
+
+    def at(time: float, agent: str, record: FleetEvent | None = None, **raw: Any) -> FleetState:
+        kind, data = (record.kind, record.data()) if record is not None else (raw.pop("kind"), raw)
+        log.append(Event(len(log) + 1, "r", agent, 1, time, kind, data))
+        return apply(state, log[-1])
+
+    at(1000.0, "harness", FleetStarted(plan=PLAN.model_dump(mode="json"), settings={}, host="h"))
+    at(1000.0, "harness", TaskStarted(task="T1", worker="Poincaré", worker_id="poincare"))
+    at(1000.0, "Poincaré", kind="agent_started", task="T1", model="m")
+    clock = [1101.0]
+    guard = BudgetGuard(lambda: state, lambda e: at(clock[0], "Poincaré", e), caps, "Poincaré", "T1")
+    assert guard.look(state, clock[0]) is None and guard.waiting == "B1"
+    at(1700.0, PERSON, BudgetRaised(id="B1", by=100))  # ten minutes later: now 200 s
+    assert guard.look(state, 1710.0) == [], state.spend.questions  # 111 s worked of 200
+    clock[0] = 1800.0
+    assert guard.look(state, clock[0]) is None and guard.waiting == "B2"  # 201 s worked: asks again
+
+
+def test_a_rate_question_holds_its_workers_until_answered_as_status_says_it_does(tmp_path: Path) -> None:
+    """Once a rate cap asked, the window sliding on does not let the workers spend again unanswered
+    while `hilbert status` says they are paused for B1: the person decides."""
+    run = Run(tmp_path / "log.db", rate_tokens=1000, rate_window_s=60)
+    run.attempt("T1", "Poincaré")
+    run.call("Poincaré", 0.0, inp=900, out=200)
+    since = run.fold.catch_up().spend.agents["Poincaré"].since or 0.0
+    guard = run.guard("Poincaré", "T1")
+    assert guard.look(run.fold.catch_up(), since) is None and guard.waiting == "B1"
+    later = since + 3600  # the window moved on: no cap is reached any more
+    assert worker_states(run.fold.catch_up(), later) == {"Poincaré": "paused"}
+    assert guard.look(run.fold.catch_up(), later) is None and guard.waiting == "B1"
+    answer(run.store, run.fold.catch_up(), "B1", approve=True)
+    assert guard.look(run.fold.catch_up(), later) == []
