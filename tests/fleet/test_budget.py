@@ -212,7 +212,9 @@ def test_a_rate_question_holds_its_workers_until_answered_as_status_says_it_does
     guard = run.guard("Poincaré", "T1")
     assert guard.look(run.fold.catch_up(), since) is None and guard.waiting == "B1"
     later = since + 3600  # the window moved on: no cap is reached any more
-    assert worker_states(run.fold.catch_up(), later) == {"Poincaré": "paused"}
+    run.store.append("r", "lead", "agent_started", {"model": "m"})  # never paused by a budget
+    run.call("lead", 0.0)
+    assert worker_states(run.fold.catch_up(), since) == {"Poincaré": "paused", "lead": "working"}
     assert guard.look(run.fold.catch_up(), later) is None and guard.waiting == "B1"
     answer(run.store, run.fold.catch_up(), "B1", approve=True)
     assert guard.look(run.fold.catch_up(), later) == []

@@ -12,6 +12,8 @@ that crosses it finishes: spend may pass a cap by one call.
   the cap covers waits before its next model call — visibly: `hilbert status` says what waits for
   whom and how to answer. `hilbert approve B1 [--by N]` raises the cap by N (default: the cap's own
   setting again) and the waiting work goes on within a second; `hilbert reject B1` halts it, kept.
+  A question asked holds its workers until answered, even once a rate's window moved on; the wait
+  counts no wall time (`hilbert.fleet.spend`).
   Soft is the default because a cap's point is that the person decides: waiting loses nothing, and a
   worker that waits holds its conversation and workspace, so it goes on exactly where it was.
 - **Hard** (`hard = ["run_usd", ...]`): the work halts at once with `budget_halted` (its workspace is
@@ -175,8 +177,10 @@ class BudgetGuard(Policy):
         if state.stops & {self.agent, EVERYONE}:  # the person's stop reaches a waiting worker too
             return [Halt(STOPPED_BY_PERSON, "person")] if self.waiting else []
         over = reached(state, self.caps, agent=self.agent, task=self.task, now=now)
-        if not over:
-            return []
+        if not over:  # a question asked waits for its answer, even once a rate's window moved on
+            covering = state.spend.covering(self.agent, self.task)
+            self.waiting = covering.asked.id if covering is not None else None
+            return None if covering is not None else []
         first = over[0]
         key = (first.cap, first.scope)
         if first.hard or key in state.spend.refused:

@@ -95,7 +95,7 @@ def waits(state: FleetState, agent: str) -> bool:
     cap): it waits before its next model call, if not already."""
     attempt = state.attempts.get(agent)
     task = attempt.task if attempt is not None else None
-    return any(q.asked.scope in (agent, task, RUN) for q in state.spend.waiting())
+    return state.spend.covering(agent, task) is not None
 
 
 def answer_budget(

@@ -11,7 +11,9 @@ budget events' handlers; nothing else counts spend, so a run killed and resumed 
 - Wall time: an agent's from each `agent_started` to its `agent_stopped` (or its orchestrator's last
   event, when that died); a task's is the sum of its agents'; the run's the orchestrator's spans
   (started or resumed, to interrupted, finished, or the last event before a resume): a run that was
-  down spends no wall time.
+  down spends no wall time. Nor does work waiting for the person: while a question covering an agent
+  waits, its wall time stops (and the run's, for a run or rate question), so a raise of a wall cap is
+  not already spent on the wait when it comes.
 - The rate: each model call's (time, dollars, tokens), a day's worth, for the rolling-window caps.
 - Questions: each `budget_asked` / `budget_halted` (B1, B2, ...) and its answer; `raised` holds the
   person's raises per (cap, scope), `refused` the caps the person said no to.
@@ -86,6 +88,9 @@ class Spend:
     raised: dict[tuple[str, str], float] = field(default_factory=dict)  # (cap, scope) -> raised by
     refused: set[tuple[str, str]] = field(default_factory=set)
     last_time: float = 0.0
+    task_of: dict[str, str | None] = field(default_factory=dict)  # agent -> the task it works on
+    paused: set[str] = field(default_factory=set)  # agents whose wall time stopped for a question
+    run_paused: bool = False  # the run's wall time stopped for a run or rate question
 
     def task(self, task: str) -> Tally:
         return self.tasks.setdefault(task, Tally())
@@ -116,6 +121,14 @@ class Spend:
     def waiting(self) -> list[Question]:
         return [q for q in self.questions.values() if q.waiting]
 
+    def covering(self, agent: str, task: str | None) -> Question | None:
+        """The first question waiting for the person that covers `agent` working on `task`: its own
+        cap's, its task's, the run's or the rate's. Such a worker waits (`hilbert.fleet.budget`); an
+        agent on no task (the lead) is never made to wait, so never covered."""
+        if not task:
+            return None
+        return next((q for q in self.waiting() if q.asked.scope in (agent, task, RUN)), None)
+
 
 KINDS = frozenset(
     {
@@ -142,9 +155,12 @@ def observe(spend: Spend, event: Event, task: str | None) -> None:
         for call in data.get("summary_calls") or ():
             _call(spend, event, task, call.get("usage") or {}, float(call.get("cost_usd") or 0.0))
     elif kind == "agent_started":
+        spend.task_of[event.agent] = task
         spend.agent(event.agent).open(event.time)
+        _pause(spend, event.time)
     elif kind == "agent_stopped":
         spend.agent(event.agent).close(event.time)
+        spend.paused.discard(event.agent)
         if data.get("external"):  # not hilbert's loop: its spend is logged only here
             _call(spend, event, task, data.get("usage") or {}, float(data.get("cost_usd") or 0.0))
     elif kind == "gate_verdict":
@@ -155,8 +171,11 @@ def observe(spend: Spend, event: Event, task: str | None) -> None:
         for tally in (spend.run, *spend.agents.values()):  # a dead orchestrator's spans end at its last event
             tally.close(spend.last_time if kind == "fleet_resumed" else event.time)
         spend.run.open(event.time)
+        spend.run_paused = False
+        _pause(spend, event.time)
     elif kind in ("fleet_interrupted", "fleet_finished"):
         spend.run.close(event.time)
+        spend.run_paused = False
     spend.last_time = event.time
 
 
@@ -179,8 +198,29 @@ def _judged(spend: Spend, task: str, usd: float) -> None:
         spend.task(task).usd += usd
 
 
+def _pause(spend: Spend, at: float) -> None:
+    """Stop the wall time of the agents (and the run) a waiting question covers; go on with those no
+    question covers any more. `at`: the time of the event that changed it."""
+    for agent, task in spend.task_of.items():
+        tally = spend.agent(agent)
+        if spend.covering(agent, task) is not None and tally.since is not None:
+            tally.close(at)
+            spend.paused.add(agent)
+        elif spend.covering(agent, task) is None and agent in spend.paused:
+            tally.open(at)
+            spend.paused.discard(agent)
+    run_waits = any(q.asked.scope == RUN for q in spend.waiting())
+    if run_waits and spend.run.since is not None:
+        spend.run.close(at)
+        spend.run_paused = True
+    elif not run_waits and spend.run_paused:
+        spend.run.open(at)
+        spend.run_paused = False
+
+
 def asked(spend: Spend, e: ev.BudgetAsked) -> None:
     spend.questions[e.id] = Question(e, hard=isinstance(e, ev.BudgetHalted))
+    _pause(spend, spend.last_time)
 
 
 def raised(spend: Spend, e: ev.BudgetRaised) -> None:
@@ -191,6 +231,7 @@ def raised(spend: Spend, e: ev.BudgetRaised) -> None:
     key = (question.asked.cap, question.asked.scope)
     spend.raised[key] = spend.raised.get(key, 0.0) + e.by
     spend.refused.discard(key)
+    _pause(spend, spend.last_time)
 
 
 def refused(spend: Spend, e: ev.BudgetRefused) -> None:
@@ -199,3 +240,4 @@ def refused(spend: Spend, e: ev.BudgetRefused) -> None:
         return
     question.answer, question.why = "refused", e.why
     spend.refused.add((question.asked.cap, question.asked.scope))
+    _pause(spend, spend.last_time)
