@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from textual.pilot import Pilot
-from textual.widgets import DataTable, RichLog, Static
+from textual.content import Content
+from textual.widgets import DataTable, Input, RichLog, Static
 from top_support import RUN, copy_log, make_fleet_run
 
 from hilbert.commands import command_env
@@ -193,6 +194,29 @@ def test_the_keys_record_exactly_what_the_commands_record(tmp_path: Path, fleet_
         "stop_requested",
         "proposal_approved",
     ]
+
+
+def test_a_question_with_brackets_is_asked_and_shown_as_typed_not_read_as_markup(
+    tmp_path: Path, fleet_log: Path
+) -> None:
+    question = "why did test_a[1] fail? [/] [link=https://example.com]x[/link]"
+    with EventStore.open(copy_log(fleet_log, tmp_path / "log.db")) as store:
+        first = agents_in_order(store)[0]
+
+        async def drive() -> None:
+            app = TopApp(store, RUN, Settings.of({}), poll_s=0.2)
+            async with app.run_test(size=(160, 48)) as pilot:
+                await until(pilot, lambda: app.selected == first, "the first agent selected")
+                await pilot.press("a")
+                await until(pilot, lambda: bool(app.screen.query("#answer-input")), "the question's box")
+                app.screen.query_one("#answer-input", Input).value = question
+                await pilot.press("enter")
+                await until(pilot, lambda: f"{first} is on task" in text_of(app, "answer"), "the answer")
+                assert text_of(app, "notice") == f"answered: {question}"
+                title = app.query_one("#answer", Static).border_title
+                assert Content.from_markup(title or "").plain == f"{first}: {question}", title
+
+        asyncio.run(drive())
 
 
 def tmux(socket: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
