@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from textual.pilot import Pilot
 from textual.content import Content
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, RichLog, Static
 from top_support import RUN, copy_log, make_fleet_run
 

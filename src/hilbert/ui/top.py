@@ -217,7 +217,7 @@ class TopApp(App[None]):
         self.selected, self.transcript_after = agent, 0
         transcript = self.transcript
         transcript.clear()
-        transcript.border_title = f"transcript: {agent}"
+        transcript.border_title = Text(f"transcript: {agent}")
         self._follow_transcript()
 
     def _follow_transcript(self) -> None:
@@ -310,6 +310,6 @@ class TopApp(App[None]):
         except HilbertError as error:
             self.say(f"error: {self.store.redactor.redact(str(error))}")
             return
-        panel.border_title, panel.display = f"{agent}: {question}", True
+        panel.border_title, panel.display = Text(f"{agent}: {question}"), True  # text, not markup
         panel.update(self.store.redactor.redact(reply))
         self.say(f"answered: {question}")
