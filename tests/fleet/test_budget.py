@@ -200,6 +200,9 @@ def test_waiting_for_the_person_spends_no_wall_time_so_approving_a_wall_cap_lets
     assert guard.look(state, 1710.0) == [], state.spend.questions  # 111 s worked of 200
     clock[0] = 1800.0
     assert guard.look(state, clock[0]) is None and guard.waiting == "B2"  # 201 s worked: asks again
+    at(1900.0, "harness", kind="fleet_resumed")  # killed while waiting; answered once resumed
+    at(2000.0, PERSON, BudgetRaised(id="B2", by=100))
+    assert state.spend.agents["Poincaré"].wall(5000.0) == 201.0  # its loop is gone: no wall time runs
 
 
 def test_a_rate_question_holds_its_workers_until_answered_as_status_says_it_does(tmp_path: Path) -> None:

@@ -172,6 +172,7 @@ def observe(spend: Spend, event: Event, task: str | None) -> None:
             tally.close(spend.last_time if kind == "fleet_resumed" else event.time)
         spend.run.open(event.time)
         spend.run_paused = False
+        spend.paused.clear()  # their spans ended; a worker started again is paused again if it waits
         _pause(spend, event.time)
     elif kind in ("fleet_interrupted", "fleet_finished"):
         spend.run.close(event.time)
