@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Input, RichLog, Static
 from top_support import RUN, copy_log, make_fleet_run
 
 from hilbert.commands import command_env
-from hilbert.fleet.events import MERGE_HELD
+from hilbert.fleet.events import MERGE_HELD, BudgetAsked
 from hilbert.fleet.inbox import send
 from hilbert.models.types import Message
 from hilbert.settings import Settings
@@ -194,6 +194,35 @@ def test_the_keys_record_exactly_what_the_commands_record(tmp_path: Path, fleet_
         "stop_requested",
         "proposal_approved",
     ]
+
+
+def test_the_approve_key_offers_a_budget_question_that_waits_and_records_what_approve_records(
+    tmp_path: Path, fleet_log: Path
+) -> None:
+    by_key, by_command = (copy_log(fleet_log, tmp_path / name) for name in ("key.db", "command.db"))
+    for log in (by_key, by_command):
+        with EventStore.open(log) as store:
+            first = agents_in_order(store)[0]
+            asked = BudgetAsked(
+                id="B1", cap="task_usd", scope="T1", limit=0.01, spent=0.02, agent=first, task="T1"
+            )
+            store.append(RUN, "harness", asked.kind, asked.data())
+            after = store.last_id()
+    said = CliRunner().invoke(cli, ["approve", "B1", "--db", str(by_command), "--run", RUN])
+    assert said.exit_code == 0, said.output
+    with EventStore.open(by_key) as store:
+
+        async def drive() -> None:
+            app = TopApp(store, RUN, Settings.of({}), poll_s=0.2)
+            async with app.run_test(size=(160, 48)) as pilot:
+                await until(pilot, lambda: "B1" in text_of(app, "budgets"), "the question shown")
+                await pilot.press("p", "enter")  # the waiting question is offered first
+                await until(pilot, lambda: "B1" in text_of(app, "notice"), "the approval")
+                assert text_of(app, "notice") == said.output.strip()
+
+        asyncio.run(drive())
+    assert new_events(by_key, after) == new_events(by_command, after)
+    assert [kind for _, kind, _ in new_events(by_key, after)] == ["budget_raised"]
 
 
 def test_a_question_with_brackets_is_asked_and_shown_as_typed_not_read_as_markup(
