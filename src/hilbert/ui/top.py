@@ -279,7 +279,9 @@ class TopApp(App[None]):
         self.push_screen(Confirm(f"stop the whole run {self.run_id}? (every agent; work is kept)"), confirmed)
 
     def action_approve(self) -> None:
-        waiting = [p.id for p in self.proposals if p.status == "pending"]
+        """A budget's question (its work waits) first, then the proposals: what `hilbert approve` takes."""
+        waiting = [q.asked.id for q in self.fold.catch_up().spend.waiting()]
+        waiting += [p.id for p in self.proposals if p.status == "pending"]
         if not waiting:
             self.say("nothing waits for your approval")
             return
@@ -288,7 +290,7 @@ class TopApp(App[None]):
             if proposal:
                 self._do(lambda: approve_proposal(self.store, self.run_id, proposal))
 
-        self.push_screen(Ask(f"approve which proposal? waiting: {', '.join(waiting)}", waiting[0]), chosen)
+        self.push_screen(Ask(f"approve which? waiting: {', '.join(waiting)}", waiting[0]), chosen)
 
     def action_ask(self) -> None:
         agent = self.selected
