@@ -7,6 +7,7 @@ through; the person's answers; and what `hilbert status` says. The proof through
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,13 @@ PLAN = Plan(
 class Run:
     """A run's log in a real SQLite file, written as the harness and the workers write it."""
 
-    def __init__(self, path: Path, **caps: Any) -> None:
+    def __init__(self, path: Path, pid: int = 0, **caps: Any) -> None:
         self.store = EventStore.open(path)
         self.fold = Fold(self.store, "r")
         self.budgets = BudgetSettings(**caps)
         settings = {f"budgets.{k}": v for k, v in caps.items()}
         started = FleetStarted(
-            plan=PLAN.model_dump(mode="json"), settings=settings, host=socket.gethostname()
+            plan=PLAN.model_dump(mode="json"), settings=settings, host=socket.gethostname(), pid=pid
         )
         self.record(started)
 
@@ -221,3 +222,24 @@ def test_a_rate_question_holds_its_workers_until_answered_as_status_says_it_does
     assert guard.look(run.fold.catch_up(), later) is None and guard.waiting == "B1"
     answer(run.store, run.fold.catch_up(), "B1", approve=True)
     assert guard.look(run.fold.catch_up(), later) == []
+
+
+def test_a_run_whose_process_is_gone_spends_no_wall_time_in_status_after_its_last_event(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path / "log.db", pid=ended_pid(), run_wall_s=3600, agent_wall_s=3600)
+    run.attempt("T1", "Poincaré")
+    state = run.fold.catch_up()  # its orchestrator died here: no `fleet_interrupted`, no pid alive
+    later = state.spend.last_time + 7200  # two hours on, nobody resumed it
+    lines = status_lines(state, later)
+    assert any("interrupted" in line for line in lines), lines
+    shown = "\n".join(lines)
+    assert "run_wall_s 0 s of 60.0 min" in shown and "agent_wall_s Poincaré 0 s of 60.0 min" in shown, shown
+    assert "· 0 s" in shown, shown  # the spend line's wall time too
+
+
+def ended_pid() -> int:
+    """The pid of a process that has ended."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
