@@ -36,8 +36,11 @@ def short_spend(state: FleetState) -> str:
 
 def budget_lines(state: FleetState, now: float | None = None, *, ended: bool = False) -> list[str]:
     """The run's spend, each cap set with what is left, and the budgets' questions with how to answer
-    them (`ended`: nothing runs now, so an answer counts when the run is resumed)."""
+    them (`ended`: nothing runs now, so an answer counts when the run is resumed, and no wall time
+    runs past the log's last event: a dead orchestrator's spans end there, as its resume ends them)."""
     now = time.time() if now is None else now
+    if ended:
+        now = min(now, state.spend.last_time)
     caps = Caps.recorded(state.settings)
     lines = [f"  spent: {spend_line(state, now)}"]
     left = []
