@@ -12,6 +12,8 @@ transaction, `governor.py` drives it. The algorithm:
   a fresh key reaches its rate in a few round trips rather than one slot per round trip. A 429, a 529 or an
   overload error halves it (floor 1), once per window: only a call admitted after the last decrease
   can cut it again, so the twenty calls refused by one burst halve it once, as TCP does.
+  A bucket with nothing in flight for `IDLE_RESET_S` starts afresh (TCP's restart after idle): the
+  file outlives runs, and one run's halvings are stale evidence for the next.
 - **Pause.** A Retry-After sets `paused_until` (the later of the two): every caller of the bucket,
   in every process, waits it out.
 - **Token buckets.** Requests, input tokens and output tokens per minute (and `tokens`, input and
@@ -39,6 +41,7 @@ from typing import Any, Literal
 BUCKETS = ("rpm", "itpm", "otpm", "tpm")  # requests, input, output, and input + output tokens
 MAX_COOLDOWN_S = 600.0
 POLL_S = 0.25  # a waiter with nothing better to go by looks again this often (other processes)
+IDLE_RESET_S = 60.0  # a bucket unused this long starts its window afresh (a minute: every window refilled)
 
 OutcomeKind = Literal["ok", "throttled", "overloaded", "failed", "refused"]
 
@@ -108,15 +111,14 @@ class BucketState:
     failures: int = 0
     breaker_until: float | None = None  # set: open (until then, then a probe)
     cooldown_s: float = 0.0
+    last_used: float = 0.0  # the last admission or report (an idle bucket starts its window afresh)
     leases: dict[str, Lease] = field(default_factory=dict)
     levels: dict[str, Level] = field(default_factory=dict)
 
     @classmethod
     def new(cls, knobs: Knobs, now: float) -> BucketState:
         state = cls(limit=float(min(knobs.initial_concurrency, knobs.max_concurrency)))
-        for name, limit in knobs.limits.items():
-            if limit:
-                state.levels[name] = Level(float(limit), float(limit), now, learned=False)
+        adopt(state, knobs, now)
         return state
 
     def to_json(self) -> dict[str, Any]:
@@ -154,6 +156,23 @@ class BreakerChange:
     why: str
 
 
+def adopt(state: BucketState, knobs: Knobs, now: float) -> None:
+    """This run's settings over what the file kept from earlier runs, which may have had others: the
+    window within `max_concurrency`, each configured limit in force, a limit no longer configured gone
+    (the headers may teach it again)."""
+    state.limit = min(state.limit, float(knobs.max_concurrency))
+    for name, kept in list(state.levels.items()):
+        if not kept.learned and not knobs.limits.get(name):
+            del state.levels[name]
+    for name, limit in knobs.limits.items():
+        known = state.levels.get(name)
+        if limit and (known is None or known.learned or known.limit != limit):
+            if known is not None:
+                known.refill(now)
+            level = float(limit) if known is None else min(known.level, float(limit))
+            state.levels[name] = Level(float(limit), level, now, learned=False)
+
+
 def reclaim(state: BucketState, now: float, alive: Any, host: str) -> list[str]:
     """Drop the leases whose holder died (a pid on this host that is gone) or that expired; their ids."""
     gone = [
@@ -171,6 +190,9 @@ def decide(
 ) -> Admit | Wait:
     """Admit a call of `estimate` input tokens now (its lease recorded), or say how long to wait."""
     probe = False
+    if not state.leases and now - state.last_used >= IDLE_RESET_S:  # an earlier run's window is stale
+        state.limit = float(min(knobs.initial_concurrency, knobs.max_concurrency))
+        state.successes, state.slow_start = 0, True
     if state.breaker_until is not None:
         if now < state.breaker_until:
             return Wait(state.breaker_until - now, "circuit breaker open", breaker=True)
@@ -200,6 +222,7 @@ def decide(
     if in_flight + 1 >= math.floor(state.limit):
         state.full_at = now
     state.leases[lease_id] = Lease(pid, host, now, now + knobs.lease_s, reserve, estimate, probe)
+    state.last_used = now
     return Admit(lease_id, probe)
 
 
@@ -208,6 +231,7 @@ def report(
 ) -> BreakerChange | None:
     """Fold one attempt's outcome into the state and free its lease; the breaker's change, if any."""
     lease = state.leases.pop(lease_id, None)
+    state.last_used = max(state.last_used, now)
     _account(state, now, lease, outcome)
     note = None
     if outcome.kind == "ok":

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from hilbert.models.governor.pacing import BucketState, Knobs
+from hilbert.models.governor.pacing import BucketState, Knobs, adopt
 
 T = TypeVar("T")
 
@@ -67,7 +67,11 @@ class GovernorStore:
         """Run `change` on the bucket's state in one transaction and save what it left."""
         with self._immediate() as db:
             row = db.execute("SELECT state FROM buckets WHERE key = ?", (key,)).fetchone()
-            state = BucketState.from_json(json.loads(row[0])) if row else BucketState.new(knobs, time.time())
+            if row is None:
+                state = BucketState.new(knobs, time.time())
+            else:
+                state = BucketState.from_json(json.loads(row[0]))
+                adopt(state, knobs, time.time())  # an earlier run may have had other settings
             result = change(state)
             db.execute(
                 "INSERT INTO buckets (key, state) VALUES (?, ?)"
