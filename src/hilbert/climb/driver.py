@@ -3,11 +3,12 @@ explorers try ideas in parallel until the tries, the time or the money run out, 
 
 A resume reads everything from the fold: the settings (`climb_started`), the best and the noise, the
 tries done. A try that was in flight when the process died is reverted as `interrupted` (its
-workspace archived) and a fresh try takes its place. Every `renoise_every` tries the best is measured
-again and the noise taken from there. With a holdout (`--holdout-metric`), its files' folders are
-hidden from every command but the harness's holdout runs (`sealed_folders`), and it is measured on
-the base and on each kept best (`tries.measure_holdout`). `results.tsv` beside the log is rewritten
-from the fold after every try.
+workspace archived) and a fresh try takes its place — unless the best branch had already moved to it
+(the process died between the landing and `try_kept`): then it is kept, as the branch says. Every
+`renoise_every` tries the best is measured again and the noise taken from there. With a holdout
+(`--holdout-metric`), its files' folders are hidden from every command but the harness's holdout runs
+(`sealed_folders`), and it is measured on the base and on each kept best (`tries.measure_holdout`).
+`results.tsv` beside the log is rewritten from the fold after every try.
 """
 
 from __future__ import annotations
@@ -258,8 +259,21 @@ async def _maybe_renoise(c: Climb) -> None:
 
 
 async def _close_interrupted(c: Climb) -> None:
-    for view in c.fold.catch_up().in_flight:
-        c.record(ce.TryReverted(try_no=view.no, stage="interrupted", reason="the run stopped while it ran"))
+    """End the tries the dead process left in flight: kept when the best branch had already moved to
+    one (it died between the landing and `try_kept`: the branch is the truth of what was delivered),
+    else reverted as interrupted."""
+    tip = await c.integration.tip()
+    for view in list(c.fold.catch_up().in_flight):
+        state = c.fold.state
+        if view.commit and view.commit == tip != state.best and view.median is not None:
+            previous, previous_median = state.best, state.best_median or 0.0
+            c.record(
+                ce.TryKept(try_no=view.no, commit=view.commit, median=view.median, previous=previous_median)
+            )
+            await measure_holdout(c, view.no, view.commit, previous)
+        else:
+            reason = "the run stopped while it ran"
+            c.record(ce.TryReverted(try_no=view.no, stage="interrupted", reason=reason))
         worker_id = next((n.id for n in allocate(64) if n.display == view.explorer), None)
         if worker_id is not None:
             checkout = c.workspaces.existing(f"{worker_id}-{view.no}", view.base)
