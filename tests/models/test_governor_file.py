@@ -28,7 +28,10 @@ def _admitted(governor: Governor, calls: int) -> int:
 def test_a_lower_max_concurrency_caps_a_window_an_earlier_run_grew(tmp_path: Path) -> None:
     path = tmp_path / "governor.db"
     earlier = Governor(GovernorStore(path), Knobs(max_concurrency=64, initial_concurrency=32))
-    earlier.store.update(KEY, earlier.knobs, lambda state: None)  # its row: a window of 32
+    assert _admitted(earlier, 1) == 1  # its row: a window of 32, used a moment ago (not idle)
+    earlier.store.update(
+        KEY, earlier.knobs, lambda state: report(state, earlier.knobs, 2000.0, "l0", Outcome("ok"))
+    )
     earlier.close()
     later = Governor(GovernorStore(path), Knobs(max_concurrency=2, initial_concurrency=2))
     assert _admitted(later, 10) == 2
