@@ -4,7 +4,8 @@ explorers try ideas in parallel until the tries, the time or the money run out, 
 A resume reads everything from the fold: the settings (`climb_started`), the best and the noise, the
 tries done. A try that was in flight when the process died is reverted as `interrupted` (its
 workspace archived) and a fresh try takes its place — unless the best branch had already moved to it
-(the process died between the landing and `try_kept`): then it is kept, as the branch says. Every
+(the process died between the landing and `try_kept`): then it is kept, as the branch says; a kept
+try whose holdout was not measured yet is measured then. Every
 `renoise_every` tries the best is measured again and the noise taken from there. With a holdout
 (`--holdout-metric`), its files' folders are hidden from every command but the harness's holdout runs
 (`sealed_folders`), and it is measured on the base and on each kept best (`tries.measure_holdout`).
@@ -195,6 +196,9 @@ async def climb(c: Climb, echo: Callable[[str], None] = lambda line: None) -> Cl
             )
     if c.holdout is not None and state.holdout_base is None and not state.holdout_error:
         await measure_holdout(c, 0, state.best)
+    for view in sorted(c.fold.catch_up().kept, key=lambda t: t.no):
+        if c.holdout is not None and view.holdout is None and not c.fold.state.holdout_error:
+            await measure_holdout(c, view.no, view.commit, view.base)  # it died before measuring it
     names = allocate(started.explorers)
     numbers = iter(range(state.next_try(), 1 << 30))
     stopping: list[str] = []
