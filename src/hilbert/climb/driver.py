@@ -5,11 +5,11 @@ A resume reads everything from the fold: the settings (`climb_started`), the bes
 tries done. A try that was in flight when the process died is reverted as `interrupted` (its
 workspace archived) and a fresh try takes its place — unless the best branch had already moved to it
 (the process died between the landing and `try_kept`): then it is kept, as the branch says; a kept
-try whose holdout was not measured yet is measured then. Every
-`renoise_every` tries the best is measured again and the noise taken from there. With a holdout
-(`--holdout-metric`), its files' folders are hidden from every command but the harness's holdout runs
-(`sealed_folders`), and it is measured on the base and on each kept best (`tries.measure_holdout`).
-`results.tsv` beside the log is rewritten from the fold after every try.
+try whose holdout was not measured yet is measured then. Every `renoise_every` tries the best is
+measured again and the noise taken from there. With a holdout (`--holdout-metric`), its files'
+folders are hidden from every command but the harness's holdout runs (`sealed_folders`), and it is
+measured on the base and on each kept best (`tries.measure_holdout`). `results.tsv` beside the log
+is rewritten from the fold after every try.
 """
 
 from __future__ import annotations
