@@ -241,6 +241,15 @@ _FLEET_LINES = {
     "budget_halted": "{id}: {agent} halts — {cap}{scope_line} reached its hard cap{reached_line}",
     "budget_raised": "the person raised {id} by {by}",
     "budget_refused": "the person refused {id}: {why_line}",
+    "climb_started": "climb started: `{metric}` ({goal}), {explorers} explorer(s), the best on {branch}",
+    "baseline_measured": "the best ({commit:.10}) measured: median {median}, noise {noise}",
+    "try_started": "try {try_no}: {explorer} starts from {base:.10}",
+    "try_gated": "try {try_no} ({commit:.10}) gated: passed {passed}",
+    "try_measured": "try {try_no} measured: median {median}, spread {spread}",
+    "try_kept": "try {try_no} kept: {previous} -> {median}",
+    "try_reverted": "try {try_no} reverted ({stage}): {reason}",
+    "holdout_measured": "holdout of try {try_no}: median {median} (overfit: {overfit})",
+    "climb_finished": "climb finished ({reason}): best {median}",
 }
 
 
