@@ -11,9 +11,8 @@ from hilbert.climb import events as ce
 from hilbert.fleet.events import decode
 from hilbert.store import EventStore
 from hilbert.store.event_store import Event
+from hilbert.store.folding import catch_up
 from hilbert.store.kinds import MODEL_CALL
-
-_CHUNK = 500
 
 
 @dataclass
@@ -141,12 +140,7 @@ class ClimbFold:
         self.store, self.state = store, ClimbState(run)
 
     def catch_up(self) -> ClimbState:
-        while True:
-            batch = self.store.events(run=self.state.run, after_id=self.state.last_id, limit=_CHUNK)
-            for event in batch:
-                apply(self.state, event)
-            if len(batch) < _CHUNK:
-                return self.state
+        return catch_up(self.store, self.state, apply)
 
 
 def is_climb(store: EventStore, run: str) -> bool:

@@ -29,13 +29,13 @@ from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.scheduler import TaskState
 from hilbert.models.types import Usage
 from hilbert.store.event_store import Event, EventStore
+from hilbert.store.folding import catch_up
 
 RETRYABLE = frozenset({"needs_you", "escalated", "impossible"})  # what `hilbert retry` reopens
 SHOWN_HELD = "held:"  # in `FleetState.shown`, before a held candidate's proposal id: shown to the lead
 
 HARNESS = "harness"
 PERSON = "person"
-_CHUNK = 5000
 
 
 @dataclass
@@ -220,12 +220,7 @@ class Fold:
         self.store, self.state = store, FleetState(run)
 
     def catch_up(self) -> FleetState:
-        while True:
-            batch = self.store.events(run=self.state.run, after_id=self.state.last_id, limit=_CHUNK)
-            for event in batch:
-                apply(self.state, event)
-            if len(batch) < _CHUNK:
-                return self.state
+        return catch_up(self.store, self.state, apply)
 
 
 # -- the agents' own kinds -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from hilbert.fleet.budget_lines import budget_lines
 from hilbert.fleet.state import HARNESS, PERSON, FleetState, apply
 from hilbert.models.types import Usage
 from hilbert.store.event_store import Event, EventStore
+from hilbert.store.folding import catch_up
 from hilbert.views.types import (
     AgentSpend,
     Bar,
@@ -33,7 +34,6 @@ from hilbert.views.types import (
     Summary,
 )
 
-_CHUNK = 5000
 _EXAMPLE = 300  # characters of a reason shown as its group's example
 _MODEL_STEP = "model"  # the judge model's gate step: it fails whenever a check failed, so it is a reason
 # of its own only when it alone said no
@@ -98,12 +98,8 @@ class RunLog:
 
     def catch_up(self, store: EventStore) -> RunLog:
         """Apply the run's events committed since the last call (by any process)."""
-        while True:
-            batch = store.events(run=self.state.run, after_id=self.state.last_id, limit=_CHUNK)
-            for event in batch:
-                self.apply(event)
-            if len(batch) < _CHUNK:
-                return self
+        catch_up(store, self.state, lambda state, event: self.apply(event))
+        return self
 
     def apply(self, event: Event) -> None:
         state = self.state
