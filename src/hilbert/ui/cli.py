@@ -3,7 +3,7 @@
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`
 (the simulation's, from `hilbert.ui.sim_commands`),
 `log`, the fleet's (`plan`, `run`, `status`, `top`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`;
-`report`, from `hilbert.ui.report_command`; which run they are about: `hilbert.ui.run_select`),
+`report`, from `hilbert.ui.report_command`; `web`, from `hilbert.ui.web_command`; which run they are about: `hilbert.ui.run_select`),
 the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`) and `config` (every setting and
 its source, `hilbert.ui.config_command`). Each builds `Settings` once (`load_settings`: its flags on
 top of `HILBERT_*`, `hilbert.toml` and the defaults) and passes it down; `asyncio.run` happens in
@@ -499,8 +499,9 @@ def _add_commands() -> None:
     from hilbert.ui.report_command import report
     from hilbert.ui.retry_command import retry
     from hilbert.ui.sim_commands import demo, fake_server, sample_project
+    from hilbert.ui.web_command import web
 
-    for command in (demo, fake_server, sample_project, judge, hook, config, retry, report, climb):
+    for command in (demo, fake_server, sample_project, judge, hook, config, retry, report, web, climb):
         cli.add_command(command)
 
 
