@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: demo test soak lint typecheck install install-dev tools sandbox faketime tmux agentdojo clean test-user test-unprivileged
+.PHONY: demo test soak lint typecheck install install-dev tools sandbox faketime tmux chromium agentdojo clean test-user test-unprivileged
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ tmux:
 	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q tmux >/dev/null 2>&1; }; }; } || \
 	  echo "note: tmux is not installed (needs root and apt); the test of hilbert top in a terminal will fail"
 
+# Debian's chromium runs hilbert web's page for its end-to-end test (tests/fleet/test_web.py), driven by the
+# playwright package (dev extra) through its executable path: `playwright install` (a download) is never run.
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1; }; }; } || \
+	  echo "note: chromium is not installed (needs root and apt); the test of hilbert web in a browser will fail"
+
 demo: install sandbox faketime
 	$(BIN)/hilbert demo
 
@@ -60,7 +68,7 @@ agentdojo: $(VENV)/.installed
 	@.venv-agentdojo/bin/python -c "import agentdojo" 2>/dev/null || \
 	  .venv-agentdojo/bin/pip install -q agentdojo==0.1.35 -e .
 
-test: install-dev tools sandbox faketime tmux agentdojo lint typecheck
+test: install-dev tools sandbox faketime tmux chromium agentdojo lint typecheck
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory test-unprivileged PYTEST_ARGS=-q; \
 	  else echo "make test: not run as root, so the suite above ran unprivileged already"; fi

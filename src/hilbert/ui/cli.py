@@ -3,7 +3,8 @@
 Commands: `agent` (one agent on a task), `demo` (the offline demo), `fake-server`, `sample-project`
 (the simulation's, from `hilbert.ui.sim_commands`),
 `log`, the fleet's (`plan`, `run`, `status`, `top`, `send`, `stop`, `logs`, `ask`, `approve`, `reject`;
-`report`, from `hilbert.ui.report_command`; `web`, from `hilbert.ui.web_command`; which run they are about: `hilbert.ui.run_select`),
+`report`, from `hilbert.ui.report_command`; `web`, from `hilbert.ui.web_command`; which run they are
+about: `hilbert.ui.run_select`),
 the judge's (`judge`, `hook stop`, from `hilbert.ui.judge_commands`) and `config` (every setting and
 its source, `hilbert.ui.config_command`). Each builds `Settings` once (`load_settings`: its flags on
 top of `HILBERT_*`, `hilbert.toml` and the defaults) and passes it down; `asyncio.run` happens in

@@ -76,9 +76,13 @@ class Hub:
     async def stream(self) -> AsyncIterator[str]:
         """The page data now, then again each time it changes: one SSE `view` event each."""
         seen = 0
+
+        def moved() -> bool:
+            return self.version != seen
+
         while True:
             async with self.changed:
-                await self.changed.wait_for(lambda: self.version != seen)
+                await self.changed.wait_for(moved)
                 seen, data = self.version, self.data
             yield f"id: {seen}\nevent: view\ndata: {data}\n\n"
 
@@ -167,12 +171,14 @@ def _asset(name: str) -> bytes:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound now so that the URL printed names the port it really has."""
+    """The listening socket, bound and listening now: the URL printed names the port it really has, and
+    a browser that opens it at once waits in the queue until the server answers."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)
     except OSError as error:
         sock.close()
         raise UserError(

@@ -13,7 +13,9 @@ from hilbert.ui.run_select import open_run
 
 @click.command()
 @click.argument("run_id", metavar="[RUN]", required=False)
-@click.option("--port", type=click.IntRange(0, 65535), default=0, help="Port to listen on (default: any free one).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="Port to listen on (default: any free one)."
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--db",

@@ -1,7 +1,7 @@
 """What `hilbert web`'s page shows, as JSON-ready data: `page_data` is a pure function of one `RunLog`
 (its `RunView` and the fold it keeps), the proposals waiting, and `now` — no I/O, no clock of its own.
 
-The agents' rows are `top_view.agent_rows` (the words `hilbert status` prints); the plan is laid out
+The agents' rows and the budgets are `top_view`'s (the words `hilbert status` prints); the plan is laid out
 here as a graph by dependency depth (a task's column is one more than its deepest dependency's), for
 the page to draw. Strings are as logged: untrusted; the page shows them as text only.
 What must not live here: a fold of its own, HTML, and reading the log.
@@ -18,7 +18,7 @@ from hilbert.fleet.proposals import Proposal
 from hilbert.fleet.state import FleetState
 from hilbert.models.types import Usage
 from hilbert.ui.fleet_views import run_label
-from hilbert.ui.top_view import agent_rows, proposal_lines
+from hilbert.ui.top_view import agent_rows, budget_lines, proposal_lines
 from hilbert.views import RunLog, SpendPoint
 
 SPEND_POINTS = 400  # at most this many points of the spend line are sent: the page draws no more
@@ -75,7 +75,7 @@ def page_data(log: RunLog, proposals: Sequence[Proposal], now: float) -> dict[st
                 for b in view.batches
             ],
         },
-        "budgets": list(summary.budgets),
+        "budgets": budget_lines(state),
         "proposals": proposal_lines(proposals),
         "waiting": waiting,
         "last_id": state.last_id,
@@ -104,7 +104,9 @@ def plan_graph(state: FleetState) -> dict[str, Any]:
         row = rows[col] = rows.get(col, -1) + 1
         status = state.states[task.id].status if task.id in state.states else "pending"
         worker = state.current.get(task.id, "")
-        nodes.append({"id": task.id, "title": task.title, "status": status, "worker": worker, "col": col, "row": row})
+        nodes.append(
+            {"id": task.id, "title": task.title, "status": status, "worker": worker, "col": col, "row": row}
+        )
     edges = [[d, task] for task, before in deps.items() for d in before]
     return {"nodes": nodes, "edges": edges}
 
@@ -118,7 +120,12 @@ def _thinned(points: Sequence[SpendPoint]) -> list[SpendPoint]:
 
 
 def _point(point: SpendPoint) -> dict[str, Any]:
-    return {"time": point.time, "agent": point.agent, "cost_usd": point.cost_usd, "tokens": _tokens(point.tokens)}
+    return {
+        "time": point.time,
+        "agent": point.agent,
+        "cost_usd": point.cost_usd,
+        "tokens": _tokens(point.tokens),
+    }
 
 
 def _tokens(usage: Usage) -> dict[str, int]:

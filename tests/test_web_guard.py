@@ -1,0 +1,123 @@
+"""`hilbert web`'s guard with a plain client (Starlette's test client, no browser): every endpoint —
+the page, its assets, the data, the event stream, the transcript, the actions — refuses a request
+without the token, or whose Host is not the server's own; the token in the URL becomes an HttpOnly,
+SameSite=Strict cookie; an action needs the server's own Origin, and GET never acts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from hilbert.store import EventStore
+from hilbert.ui.web import make_app
+from hilbert.ui.web_guard import Guard, Refusal
+
+PORT = 8765
+TOKEN = "the-token"
+ORIGIN = f"http://127.0.0.1:{PORT}"
+GETS = ["/", "/assets/app.js", "/assets/app.css", "/api/view", "/api/events", "/api/transcript?agent=Ada"]
+POSTS = ["/api/send", "/api/stop", "/api/approve"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EventStore]:
+    with EventStore.open(tmp_path / "log.db") as store:
+        store.append("r", "Ada", "agent_started", {"task": "T1", "model": "m", "tools": []})
+        yield store
+
+
+def client(store: EventStore, host: str = f"127.0.0.1:{PORT}") -> TestClient:
+    app = make_app(store, "r", Guard(TOKEN, PORT))
+    return TestClient(app, base_url=f"http://{host}", follow_redirects=False)
+
+
+def signed_in(store: EventStore) -> TestClient:
+    web = client(store)
+    web.cookies.set(f"hilbert_web_{PORT}", TOKEN)
+    return web
+
+
+def person_events(store: EventStore) -> list[tuple[str, dict[str, object]]]:
+    return [(e.kind, e.data) for e in store.events(run="r") if e.agent == "person"]
+
+
+def status(refusal: Refusal | None) -> int:
+    return 200 if refusal is None else refusal.status
+
+
+def test_the_pure_check_in_its_order_host_then_token_then_origin() -> None:
+    guard = Guard(TOKEN, PORT)
+    host = f"localhost:{PORT}"
+    assert guard.refusal("GET", host, None, TOKEN, None) is None
+    assert guard.refusal("GET", host, None, None, TOKEN) is None
+    assert status(guard.refusal("GET", f"evil.example:{PORT}", None, TOKEN, None)) == 403
+    assert status(guard.refusal("GET", "127.0.0.1:1", None, TOKEN, None)) == 403
+    assert status(guard.refusal("GET", host, None, TOKEN + "x", "nope")) == 401
+    assert guard.refusal("POST", host, f"http://{host}", None, TOKEN) is None
+    assert status(guard.refusal("POST", host, None, None, TOKEN)) == 403
+    assert status(guard.refusal("POST", host, ORIGIN, None, TOKEN)) == 403
+
+
+def test_every_endpoint_refuses_a_request_without_the_token_or_with_a_wrong_one(store: EventStore) -> None:
+    web = client(store)
+    for path in GETS:
+        answer = web.get(path)
+        assert answer.status_code == 401, path
+        assert answer.text.startswith("refused: no valid token")
+    web.cookies.set(f"hilbert_web_{PORT}", "not-the-token")
+    for path in GETS:
+        assert web.get(path).status_code == 401, path
+    for path in POSTS:
+        body = {"agent": "Ada", "text": "hi", "proposal": "P1"}
+        answer = web.post(path, json=body, headers={"origin": ORIGIN})
+        assert answer.status_code == 401, path
+    assert person_events(store) == []
+
+
+def test_the_token_in_the_url_becomes_a_strict_http_only_cookie_and_the_page_loads(store: EventStore) -> None:
+    web = client(store)
+    answer = web.get(f"/?token={TOKEN}")
+    assert answer.status_code == 303 and answer.headers["location"] == "/"  # the token leaves the address
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith(f"hilbert_web_{PORT}={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    web.cookies.set(f"hilbert_web_{PORT}", TOKEN)
+    page = web.get("/")
+    assert page.status_code == 200 and '<script src="/assets/app.js"' in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert web.get("/assets/app.js").headers["content-type"].startswith("text/javascript")
+    assert web.get("/api/view").json()["agents"][0]["name"] == "Ada"
+    assert web.get("/assets/../web.py").status_code == 404
+
+
+def test_a_foreign_host_is_refused_even_with_the_token(store: EventStore) -> None:
+    for host in (f"evil.example:{PORT}", "127.0.0.1", f"127.0.0.1:{PORT + 1}"):
+        web = client(store, host)
+        web.cookies.set(f"hilbert_web_{PORT}", TOKEN)
+        for path in [*GETS, f"/?token={TOKEN}"]:
+            answer = web.get(path)
+            assert answer.status_code == 403, (host, path)
+            assert "not this server's" in answer.text
+    assert client(store, f"localhost:{PORT}").get(f"/?token={TOKEN}").status_code == 303
+
+
+def test_an_action_needs_the_servers_own_origin_and_get_never_acts(store: EventStore) -> None:
+    web = signed_in(store)
+    message = {"agent": "Ada", "text": "look at T2"}
+    for origin in (None, "http://evil.example", f"http://localhost:{PORT + 1}", "null"):
+        headers = {"origin": origin} if origin else {}
+        answer = web.post("/api/send", json=message, headers=headers)
+        assert answer.status_code == 403, origin
+    for path in POSTS:
+        assert web.get(path, params=message).status_code == 405
+    assert person_events(store) == []
+    answer = web.post("/api/send", json=message, headers={"origin": ORIGIN})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["said"] == "sent to Ada (run r); it reads it before its next model call"
+    assert person_events(store) == [("person_message", {**person_events(store)[0][1], "to": "Ada"})]
+    assert person_events(store)[0][1]["text"] == "look at T2"
+    bad = web.post("/api/send", json={"agent": "Nobody", "text": "x"}, headers={"origin": ORIGIN})
+    assert bad.status_code == 400 and bad.json()["error"].startswith("no agent 'Nobody' in run r")
