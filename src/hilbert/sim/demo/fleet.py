@@ -278,7 +278,8 @@ def _summary(
     green = suite.returncode == 0
     verdict = click.style("PASS" if green else "FAIL", fg="green" if green else "red", bold=True)
     click.echo(f"  fresh clone of {INTEGRATION}, whole suite: {verdict} ({redact(last_line(suite.stdout))})")
-    click.echo(f"  event log: {db} (`hilbert status --db {db}`, `hilbert logs NAME --db {db}`)")
+    click.echo(f"  event log: {db} (`hilbert status --db {db}`, `hilbert logs NAME --db {db}`;")
+    click.echo(f"  in a browser: `hilbert web --db {db}`)")
 
 
 def _commit(repo: Path) -> None:
