@@ -210,7 +210,7 @@ async function act(path, body) {
 function connect() {
   const source = new EventSource("/api/events");
   source.addEventListener("view", (event) => render(JSON.parse(event.data)));
-  source.addEventListener("open", () => { $("live").textContent = "live"; $("live").className = "pill on"; });
+  source.addEventListener("open", () => { $("live").textContent = "connected"; $("live").className = "pill on"; });
   source.addEventListener("error", () => { $("live").textContent = "disconnected, retrying"; $("live").className = "pill off"; });
 }
 
