@@ -121,3 +121,16 @@ def test_an_action_needs_the_servers_own_origin_and_get_never_acts(store: EventS
     assert person_events(store)[0][1]["text"] == "look at T2"
     bad = web.post("/api/send", json={"agent": "Nobody", "text": "x"}, headers={"origin": ORIGIN})
     assert bad.status_code == 400 and bad.json()["error"].startswith("no agent 'Nobody' in run r")
+
+
+def test_stop_and_approve_from_the_page_record_what_their_commands_record(store: EventStore) -> None:
+    web = signed_in(store)
+    stopped = web.post("/api/stop", json={"agent": "Ada"}, headers={"origin": ORIGIN})
+    assert stopped.status_code == 200, stopped.text
+    assert stopped.json()["said"].startswith("stop requested for Ada (run r)")
+    assert person_events(store) == [("stop_requested", {"to": "Ada"})]
+    nothing = web.post("/api/approve", json={"proposal": "P9"}, headers={"origin": ORIGIN})
+    assert nothing.status_code == 400 and "P9" in nothing.json()["error"]
+    everyone = web.post("/api/stop", json={"agent": None}, headers={"origin": ORIGIN})
+    assert everyone.json()["said"].startswith("stop requested for every agent")
+    assert person_events(store)[-1] == ("stop_requested", {"to": "*"})
