@@ -91,6 +91,9 @@ def test_the_token_in_the_url_becomes_a_strict_http_only_cookie_and_the_page_loa
     assert web.get("/assets/app.js").headers["content-type"].startswith("text/javascript")
     assert web.get("/api/view").json()["agents"][0]["name"] == "Ada"
     assert web.get("/assets/../web.py").status_code == 404
+    assert web.get("/api/transcript?agent=Ada&after=x").status_code == 400
+    lines = web.get("/api/transcript?agent=Ada").json()["lines"]
+    assert len(lines) == 1 and "Ada" in lines[0][1]
 
 
 def test_a_foreign_host_is_refused_even_with_the_token(store: EventStore) -> None:

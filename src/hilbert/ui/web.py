@@ -118,8 +118,10 @@ def make_app(store: EventStore, run: str, guard: Guard, *, poll_s: float = 0.5) 
         return StreamingResponse(hub.stream(), media_type="text/event-stream", headers=headers)
 
     async def transcript(request: Request) -> Response:
-        agent = request.query_params.get("agent", "")
-        after = int(request.query_params.get("after", "0") or 0)
+        agent, after_text = request.query_params.get("agent", ""), request.query_params.get("after", "0")
+        if not after_text.isdigit():
+            return JSONResponse({"error": "after: an event id (a whole number)"}, status_code=400)
+        after = int(after_text)
         batch = store.events(run=run, agent=agent, after_id=after, limit=TRANSCRIPT_LINES)
         lines = [[event.id, format_event(event, store)] for event in batch]
         return JSONResponse({"agent": agent, "lines": lines, "last": batch[-1].id if batch else after})
