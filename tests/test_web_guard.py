@@ -137,3 +137,14 @@ def test_stop_and_approve_from_the_page_record_what_their_commands_record(store:
     everyone = web.post("/api/stop", json={"agent": None}, headers={"origin": ORIGIN})
     assert everyone.json()["said"].startswith("stop requested for every agent")
     assert person_events(store)[-1] == ("stop_requested", {"to": "*"})
+
+
+def test_another_local_apps_cookie_beside_ours_does_not_lock_the_person_out(store: EventStore) -> None:
+    # cookies are shared between a host's ports: other apps on localhost set their own, often with
+    # JSON, spaces or quotes in the value, which browsers send before ours
+    web = client(store)
+    ours = f"hilbert_web_{PORT}={TOKEN}"
+    for theirs in ('prefs={"theme":"dark"}', "greeting=hello there", 'half="quoted'):
+        answer = web.get("/api/view", headers={"cookie": f"{theirs}; {ours}"})
+        assert answer.status_code == 200, (theirs, answer.text)
+        assert web.get("/api/view", headers={"cookie": theirs}).status_code == 401

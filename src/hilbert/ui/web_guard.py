@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 READS = ("GET", "HEAD")
@@ -87,18 +87,11 @@ class GuardMiddleware:
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         query_token = next((value for name, value in query if name == "token"), None)
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header: as if none
-            jar = SimpleCookie()
-        morsel = jar.get(self.guard.cookie)
+        # split on ";" as browsers send them: `SimpleCookie` stops at the first value it finds malformed
+        # (JSON, a space, a quote: common in other local apps' cookies, which share the host), losing ours
+        cookie_token = cookie_parser(headers.get("cookie", "")).get(self.guard.cookie)
         refused = self.guard.refusal(
-            scope["method"],
-            headers.get("host", ""),
-            headers.get("origin"),
-            query_token,
-            morsel.value if morsel is not None else None,
+            scope["method"], headers.get("host", ""), headers.get("origin"), query_token, cookie_token
         )
         if refused is not None:
             await _answer(send, refused.status, refused.why.encode(), [])
