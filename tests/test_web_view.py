@@ -1,16 +1,23 @@
 """What `hilbert web` pushes: the plan laid out as a graph by dependency depth, and the server's one
 `RunLog` (`Hub`) that catches up with events another writer commits and wakes the event stream with the
-changed data — and only then; bad input to `hilbert web` is one line."""
+changed data — and only then; bad input to `hilbert web` is one line, and so is Ctrl-C with a page open."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
+import re
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
 
+from hilbert.commands import command_env
 from hilbert.fleet.events import FleetStarted
 from hilbert.fleet.plan import Plan, Task
 from hilbert.store import EventStore
@@ -90,3 +97,32 @@ def test_bad_input_to_hilbert_web_is_one_line(tmp_path: Path) -> None:
     assert busy.exit_code == 2, busy.output
     assert busy.output.startswith(f"hilbert: error: cannot listen on 127.0.0.1:{port} (")
     assert busy.output.endswith("— pick another --port (0: any free)\n")
+
+
+def test_ctrl_c_with_a_page_open_ends_its_stream_and_the_server_in_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "log.db"
+    with EventStore.open(log) as store:
+        start(store)
+    command = [sys.executable, "-u", "-m", "hilbert.ui.cli", "web", "r", "--db", str(log)]
+    web = subprocess.Popen(
+        command, env=command_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert web.stdout is not None
+        url = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=(\S+)", web.stdout.readline())
+        assert url is not None, web.communicate(timeout=60)
+        port, token = int(url[1]), url[2]
+        with contextlib.closing(http.client.HTTPConnection("127.0.0.1", port, timeout=60)) as page:
+            page.request("GET", "/api/events", headers={"Cookie": f"hilbert_web_{port}={token}"})
+            stream = page.getresponse()
+            assert stream.status == 200
+            assert stream.readline().startswith(b"id: 1")  # the page's stream is open, its first event came
+            web.send_signal(signal.SIGINT)
+            rest = stream.read()  # the server ends the stream (an open one never ends by itself) ...
+        assert rest.endswith(b"\n\n") and b"event: view" in rest
+        _, err = web.communicate(timeout=60)  # ... and then itself, with no traceback
+    finally:
+        if web.poll() is None:
+            web.kill()
+            web.communicate()
+    assert (web.returncode, err.strip()) == (130, "hilbert: interrupted")  # click starts it on a new line

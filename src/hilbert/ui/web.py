@@ -53,6 +53,7 @@ class Hub:
         self.log = RunLog(run)
         self.version, self.data = 0, ""
         self.shaped_at = -STALE_S
+        self.closed = False
         self.changed = asyncio.Condition()
 
     async def refresh(self) -> None:
@@ -73,16 +74,24 @@ class Hub:
             await self.refresh()
             await asyncio.sleep(poll_s)
 
+    async def close(self) -> None:
+        """Ends every open event stream: the server is stopping, and a stream never ends by itself."""
+        async with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
     async def stream(self) -> AsyncIterator[str]:
-        """The page data now, then again each time it changes: one SSE `view` event each."""
+        """The page data now, then again each time it changes: one SSE `view` event each, until `close`."""
         seen = 0
 
         def moved() -> bool:
-            return self.version != seen
+            return self.version != seen or self.closed
 
         while True:
             async with self.changed:
                 await self.changed.wait_for(moved)
+                if self.closed:
+                    return
                 seen, data = self.version, self.data
             yield f"id: {seen}\nevent: view\ndata: {data}\n\n"
 
@@ -158,6 +167,7 @@ def make_app(store: EventStore, run: str, guard: Guard, *, poll_s: float = 0.5) 
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(GuardMiddleware, guard=guard)
+    app.state.hub = hub
     return app
 
 
@@ -196,10 +206,24 @@ def serve(store: EventStore, run: str, host: str, port: int, say: Callable[[str]
     guard = Guard(secrets.token_urlsafe(32), port, host)
     shown = f"[{host}]" if ":" in host else host
     say(f"hilbert web: run {run} at http://{shown}:{port}/?token={guard.token}  (Ctrl-C stops)")
+    app = make_app(store, run, guard)
     config = uvicorn.Config(
-        make_app(store, run, guard),
+        app,
         log_level="warning",
         access_log=False,  # the first request's line would hold the token
-        timeout_graceful_shutdown=1,  # open event streams never end by themselves
+        timeout_graceful_shutdown=1,  # a request still running then is cut
     )
-    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    asyncio.run(_Server(config, app.state.hub).serve(sockets=[sock]))
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which on Ctrl-C first ends the open event streams: it waits for running requests
+    to end, and would cut a stream (which never ends by itself) after its timeout with a traceback."""
+
+    def __init__(self, config: uvicorn.Config, hub: Hub) -> None:
+        super().__init__(config)
+        self.hub = hub
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self.hub.close()
+        await super().shutdown(sockets)
