@@ -148,3 +148,16 @@ def test_another_local_apps_cookie_beside_ours_does_not_lock_the_person_out(stor
         answer = web.get("/api/view", headers={"cookie": f"{theirs}; {ours}"})
         assert answer.status_code == 200, (theirs, answer.text)
         assert web.get("/api/view", headers={"cookie": theirs}).status_code == 401
+
+
+def test_odd_input_to_an_endpoint_is_a_400_with_its_reason_never_a_server_error(store: EventStore) -> None:
+    web = signed_in(store)
+    for agent in (5, ["Ada"], {"name": "Ada"}, "", []):  # not null: never "stop the whole run"
+        answer = web.post("/api/stop", json={"agent": agent}, headers={"origin": ORIGIN})
+        assert answer.status_code == 400, (agent, answer.text)
+        assert answer.json()["error"].startswith("the action needs agent")
+    assert person_events(store) == []
+    for after in ("99999999999999999999999", "²", "-1"):  # past SQLite's integers; a digit int() refuses
+        answer = web.get("/api/transcript", params={"agent": "Ada", "after": after})
+        assert answer.status_code == 400, (after, answer.text)
+        assert answer.json()["error"].startswith("after: an event id")

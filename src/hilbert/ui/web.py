@@ -128,9 +128,9 @@ def make_app(store: EventStore, run: str, guard: Guard, *, poll_s: float = 0.5) 
 
     async def transcript(request: Request) -> Response:
         agent, after_text = request.query_params.get("agent", ""), request.query_params.get("after", "0")
-        if not after_text.isdigit():
+        after = int(after_text) if after_text.isascii() and after_text.isdigit() else -1
+        if not 0 <= after < 2**63:  # SQLite's integers
             return JSONResponse({"error": "after: an event id (a whole number)"}, status_code=400)
-        after = int(after_text)
         batch = store.events(run=run, agent=agent, after_id=after, limit=TRANSCRIPT_LINES)
         lines = [[event.id, format_event(event, store)] for event in batch]
         return JSONResponse({"agent": agent, "lines": lines, "last": batch[-1].id if batch else after})
@@ -150,7 +150,10 @@ def make_app(store: EventStore, run: str, guard: Guard, *, poll_s: float = 0.5) 
         return await act(request, lambda b: send_message(store, run, _text(b, "agent"), _text(b, "text")))
 
     async def stop(request: Request) -> Response:
-        return await act(request, lambda b: stop_agents(store, run, b.get("agent") or None))
+        # only a null (or absent) agent means the whole run: "" or [] is a bad request, not "everyone"
+        return await act(
+            request, lambda b: stop_agents(store, run, None if b.get("agent") is None else _text(b, "agent"))
+        )
 
     async def approve(request: Request) -> Response:
         return await act(request, lambda b: approve_proposal(store, run, _text(b, "proposal")))
