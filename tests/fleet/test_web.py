@@ -2,8 +2,9 @@
 Python package through `executable_path`, never a downloaded browser) while a fleet runs against the
 fake model server: the page loads, follows the run live without a reload, shows a planted `<script>`
 as text, and its send reaches the agent; a plain client is refused without the token, from a foreign
-Host, and with a foreign Origin. Screenshots are kept under the test's tmp dir (and
-`$HILBERT_TEST_ARTIFACTS` when set); their paths are printed."""
+Host, and with a foreign Origin; an agent chosen while another's transcript is on its way gets its own.
+Screenshots are kept under the test's tmp dir (and `$HILBERT_TEST_ARTIFACTS` when set); their paths are
+printed."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from fleet_support import ENV, readme_repo
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, Route, sync_playwright
 
 from hilbert.commands import Runner, command_env
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
+from hilbert.judge.perturb import NO_FAKETIME, faketime_library
 from hilbert.models import make_model
 from hilbert.settings import Settings
 from hilbert.store import EventStore
@@ -204,3 +206,47 @@ def test_the_dashboard_in_chromium_follows_a_running_fleet_and_guards_its_door(t
     assert not running.is_alive() and not isinstance(outcome[0], BaseException), outcome
     assert outcome[0].all_done, outcome[0].states
     assert any(MESSAGE in text for text in worker.seen)  # the send reached the agent's next model call
+
+
+def test_an_agent_chosen_while_anothers_transcript_is_on_its_way_gets_its_own(tmp_path: Path) -> None:
+    # a run days old (the server's clock 3 days on): the ages shown stay the same, so the server pushes
+    # nothing more and the page's only chance to fetch the chosen agent's transcript is the click itself
+    log = tmp_path / "log.db"
+    with EventStore.open(log) as store:
+        for agent in ("Ada", "Boole"):
+            store.append(RUN, agent, "agent_started", {"task": f"T-{agent}", "model": "m", "tools": []})
+    library = faketime_library()
+    assert library is not None, NO_FAKETIME
+    days_on = {"LD_PRELOAD": library, "FAKETIME": "+3d", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    command = [sys.executable, "-u", "-m", "hilbert.ui.cli", "web", RUN, "--db", str(log), "--port", "0"]
+    web = subprocess.Popen(command, env={**command_env(), **days_on}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert web.stdout is not None
+        url = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", web.stdout.readline())
+        assert url is not None
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=shutil.which("chromium"))
+            page = browser.new_page()
+            held: list[Route] = []  # Ada's transcript, on its way until Boole is chosen
+
+            def adas(address: str) -> bool:
+                return "/api/transcript?" in address and "agent=Ada" in address
+
+            page.route(adas, lambda route: held.append(route))
+            page.goto(url[0])
+            page.locator('#agents tr[data-agent="Ada"].selected').wait_for(timeout=WAIT_S * 1000)
+            deadline = time.monotonic() + WAIT_S
+            while not held:
+                assert time.monotonic() < deadline, "the page never asked for Ada's transcript"
+                page.wait_for_timeout(50)  # lets Playwright deliver the route
+            page.click('#agents tr[data-agent="Boole"]')
+            for route in held:
+                route.continue_()
+            page.unroute(adas)
+            page.locator("#transcript", has_text="T-Boole").wait_for(timeout=WAIT_S * 1000)
+            assert "T-Ada" not in (page.locator("#transcript").text_content() or "")
+            browser.close()
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+        web.stdout.close()  # type: ignore[union-attr]

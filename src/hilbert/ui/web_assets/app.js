@@ -81,12 +81,13 @@ function select(agent) {
 async function followTranscript() {
   if (selected === null || fetching) return;
   fetching = true;
+  const agent = selected;
   try {
-    const agent = selected;
     for (;;) {
       const answer = await fetch("/api/transcript?" + new URLSearchParams({ agent, after: transcriptAfter }));
-      if (!answer.ok || agent !== selected) return;
+      if (!answer.ok) return;
       const got = await answer.json();
+      if (agent !== selected) break; // chosen another meanwhile: these lines are not its
       const pre = $("transcript");
       const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
       for (const [, line] of got.lines) pre.appendChild(document.createTextNode(line + "\n"));
@@ -97,6 +98,7 @@ async function followTranscript() {
   } finally {
     fetching = false;
   }
+  followTranscript(); // the agent chosen while this one's lines were on their way: its select() found us busy
 }
 
 function renderPlan(plan) {
