@@ -161,3 +161,10 @@ def test_odd_input_to_an_endpoint_is_a_400_with_its_reason_never_a_server_error(
         answer = web.get("/api/transcript", params={"agent": "Ada", "after": after})
         assert answer.status_code == 400, (after, answer.text)
         assert answer.json()["error"].startswith("after: an event id")
+
+
+def test_a_host_named_with_capitals_is_let_in_as_the_browser_sends_it() -> None:
+    guard = Guard(TOKEN, PORT, "Studio.LAN")  # `hilbert web --host Studio.LAN`: browsers lowercase it
+    assert guard.refusal("GET", f"studio.lan:{PORT}", None, TOKEN, None) is None
+    assert guard.refusal("POST", f"studio.lan:{PORT}", f"http://studio.lan:{PORT}", TOKEN, None) is None
+    assert status(guard.refusal("GET", f"studio.lan.evil.example:{PORT}", None, TOKEN, None)) == 403

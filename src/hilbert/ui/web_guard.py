@@ -54,7 +54,8 @@ class Guard:
         return f"hilbert_web_{self.port}"  # a host's cookies are shared between its ports
 
     def hosts(self) -> set[str]:
-        names = {"127.0.0.1", "localhost", self.host if ":" not in self.host else f"[{self.host}]"}
+        host = self.host.lower()  # as browsers send it
+        names = {"127.0.0.1", "localhost", host if ":" not in host else f"[{host}]"}
         return {f"{name}:{self.port}" for name in names}
 
     def refusal(
