@@ -168,3 +168,13 @@ def test_a_host_named_with_capitals_is_let_in_as_the_browser_sends_it() -> None:
     assert guard.refusal("GET", f"studio.lan:{PORT}", None, TOKEN, None) is None
     assert guard.refusal("POST", f"studio.lan:{PORT}", f"http://studio.lan:{PORT}", TOKEN, None) is None
     assert status(guard.refusal("GET", f"studio.lan.evil.example:{PORT}", None, TOKEN, None)) == 403
+
+
+def test_the_redirect_that_drops_the_token_stays_on_this_server(store: EventStore) -> None:
+    # the path is the client's: `//host/` in a Location is another site, and a raw CR/LF split the header
+    web = client(store)
+    odd = [("//evil.example/", "/evil.example/"), ("/a%0d%0aX-Evil:%201", "/a%0D%0AX-Evil%3A%201")]
+    for path, stays_at in odd:
+        answer = web.get(f"{ORIGIN}{path}?token={TOKEN}")
+        assert answer.status_code == 303 and answer.headers["location"] == stays_at
+        assert "x-evil" not in answer.headers

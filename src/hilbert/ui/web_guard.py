@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -99,7 +99,8 @@ class GuardMiddleware:
             return
         if query_token is not None and scope["method"] in READS:
             rest = urlencode([(name, value) for name, value in query if name != "token"])
-            location = scope["path"] + (f"?{rest}" if rest else "")
+            # the path is the client's: `//host/…` as a Location is another site; a raw CR/LF splits headers
+            location = "/" + quote(scope["path"].lstrip("/"), safe="/") + (f"?{rest}" if rest else "")
             cookie = f"{self.guard.cookie}={self.guard.token}; HttpOnly; SameSite=Strict; Path=/"
             moved = [(b"location", location.encode()), (b"set-cookie", cookie.encode())]
             await _answer(send, 303, b"", moved)
