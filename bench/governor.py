@@ -21,15 +21,20 @@ first minute is not one free burst):
 - `tpm`: 270,000 input tokens per minute (requests unlimited);
 - `halving`: 1,200 requests per minute, halved 25 s after the first request.
 
-Figures per row: goodput (completed calls per minute, counted after a warm-up of `--warmup` s; and
-the input tokens of those calls per minute, since calls differ in size: a task's second call sends
-three times the first one's prompt, and a row whose calls fail restarts tasks, so more of its calls
-are small ones),
+Figures per row: goodput (calls completed after a warm-up of `--warmup` s, per minute, less the
+calls of tasks abandoned when a later call of theirs failed for good: that work is thrown away and the
+worker starts a new task, as a fleet's attempt is thrown away when its model fails for good); all
+calls completed per minute, abandoned tasks' included; the input tokens of the completed calls per
+minute (calls differ in size: a task's second call sends three times the first one's prompt, so under
+a token limit a row that abandons tasks after their first call completes more, smaller calls — more
+calls, not more work);
 refused (429s / all completion requests the server saw, the whole row), p99 task time (tasks ended
 after the warm-up), calls that failed for good, and on `halving` the re-convergence time: from the
 change to the first moment after which every 5-s window's goodput stays within 15 % of the new limit
 with no 429 (the bench knows the new limit; the governor does not). The last line gives, per profile,
-the governor's goodput over the best fixed row's, its refused share, and the re-convergence time.
+the governor's goodput over the best fixed row's (`ratio_P`), the same over all completed calls
+(`calls_ratio_P`, the measure before abandoned work was taken out), its refused share, and the
+re-convergence time.
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ class Row:
     reconverge_s: float | None = None
     started: float = 0.0  # when the workers started (unix seconds)
     calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
+    wasted: list[float] = field(default_factory=list)  # when each call of an abandoned task completed
+    all_calls: float = 0.0  # every call completed after the warm-up, per minute (abandoned tasks' too)
     tokens: list[int] = field(default_factory=list)  # the input tokens of each completed call
     input_tpm: float = 0.0  # input tokens of the calls completed after the warm-up, per minute
     tasks: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of completed tasks
@@ -105,13 +112,16 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
         while True:
             started = time.time()
             messages = [Message("user", f"worker {number} task {task}: {REQUEST}")]
+            done: list[float] = []  # this task's completed calls
             for step in range(calls):
                 try:
                     reply = await call(messages)
                 except ModelError:
                     result.failed += 1
+                    result.wasted += done
                     break
-                result.calls.append(time.time())
+                done.append(time.time())
+                result.calls.append(done[-1])
                 result.tokens.append(reply.usage.input_tokens)
                 messages += [reply.message, Message("user", f"step {step + 1}: {REQUEST}")]
             else:
@@ -152,7 +162,8 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
     began = result.started
     warm_from = began + args.warmup
     measured = profile.seconds - args.warmup
-    result.goodput = sum(1 for t in result.calls if t >= warm_from) / measured * 60
+    result.all_calls = sum(1 for t in result.calls if t >= warm_from) / measured * 60
+    result.goodput = result.all_calls - sum(1 for t in result.wasted if t >= warm_from) / measured * 60
     counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if t >= warm_from]
     result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
@@ -202,9 +213,9 @@ def main() -> int:
     if args.seconds:
         profiles = {name: _shortened(p, args.seconds) for name, p in profiles.items()}
     rows = args.rows.split(",")
-    header = "| profile | row | goodput (calls/min) | input tokens/min | refused | requests | p99 task (s)"
-    print(header + " | failed | re-converged (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    header = "| profile | row | goodput (calls/min) | all calls/min | input tokens/min | refused | requests"
+    print(header + " | p99 task (s) | failed | re-converged (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     results: dict[str, list[Row]] = {}
     for name, profile in profiles.items():
         for row in rows:
@@ -215,7 +226,8 @@ def main() -> int:
             if profile.change_s is not None and result.reconverge_s is None:
                 reconverged = "never"
             print(
-                f"| {name} | {label} | {result.goodput:.0f} | {result.input_tpm:,.0f} | {result.refused:.1%}"
+                f"| {name} | {label} | {result.goodput:.0f} | {result.all_calls:.0f} | {result.input_tpm:,.0f}"
+                f" | {result.refused:.1%}"
                 f" | {result.requests} |"
                 f" {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
                 flush=True,
@@ -237,14 +249,16 @@ def _summary(name: str, rows: list[Row]) -> str:
         return f"best_fixed_{name}={max(r.goodput for r in fixed):.0f}"
     governor = governed[0]
     best = max((r.goodput for r in fixed), default=math.nan)
+    best_calls = max((r.all_calls for r in fixed), default=math.nan)
     parts = [
         f"ratio_{name}={governor.goodput / best:.3f}" if fixed else f"goodput_{name}={governor.goodput:.0f}",
+        f"calls_ratio_{name}={governor.all_calls / best_calls:.3f}" if fixed else "",
         f"refused_{name}={governor.refused:.4f}",
     ]
     if PROFILES[name].change_s is not None:
         reconverged = "never" if governor.reconverge_s is None else f"{governor.reconverge_s:.1f}"
         parts.append(f"reconverge_s_{name}={reconverged}")
-    return " ".join(parts)
+    return " ".join(part for part in parts if part)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,18 @@
 module is by its tests.
 
 Its second: importing `hilbert.sim` registers the simulation's responders with the fake server, so
-every test may name them (`FakeServer("engineer")`, `FakeServer("judge")`) whatever else it imports."""
+every test may name them (`FakeServer("engineer")`, `FakeServer("judge")`) whatever else it imports.
+
+Its third: every test gets a hilbert home of its own (`HILBERT_HOME`, inherited by the processes it
+starts), so nothing a test runs writes the person's `~/.hilbert` — the governor's shared file, runs,
+a climb's results — nor finds another test's governor state there. A test that sets its own
+`HILBERT_HOME` (most CLI tests: a home beside their repository) overrides it."""
+
+import pytest
 
 import hilbert.sim  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def hilbert_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HILBERT_HOME", str(tmp_path_factory.mktemp("hilbert-home")))

@@ -6,8 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from hilbert.models.governor import Governor, GovernorStore, Knobs, Outcome
 from hilbert.models.governor.pacing import IDLE_RESET_S, Admit, Wait, decide, report
+from hilbert.ui.config_command import load_settings
+from hilbert.ui.edge import models
 
 KEY = "fingerprint/anthropic:fake-claude"
 
@@ -81,3 +85,19 @@ def test_a_window_halved_by_an_earlier_run_starts_fresh_for_a_later_one(tmp_path
 
     decisions = [later.store.update(KEY, knobs, attempt) for _ in range(9)]
     assert [type(d) for d in decisions] == [Admit] * 8 + [Wait]  # the settings' window, not the halved one
+
+
+def test_a_test_builds_its_governor_in_a_home_of_its_own_never_the_persons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite's conftest gives each test its own `HILBERT_HOME`: the models a command builds (as
+    the CLI loads its settings) keep their governor's file there, not in `~/.hilbert`."""
+    monkeypatch.chdir(tmp_path)  # no hilbert.toml
+    settings = load_settings()
+    governor = models(settings).governor
+    assert governor is not None
+    try:
+        assert governor.store.path == settings.home / "governor.db" and governor.store.path.exists()
+        assert not governor.store.path.is_relative_to(Path.home() / ".hilbert"), governor.store.path
+    finally:
+        governor.close()
