@@ -16,7 +16,7 @@ import pytest
 from hilbert.agent.policies import Halt
 from hilbert.errors import ConfigError, UserError
 from hilbert.fleet.budget import BudgetGuard, Caps, answer, run_stopped
-from hilbert.fleet.budget_lines import budget_lines
+from hilbert.fleet.budget_lines import answer_budget, budget_lines
 from hilbert.fleet.events import BudgetRaised, FleetEvent, FleetStarted, TaskStarted
 from hilbert.fleet.inbox import EVERYONE, PERSON, request_stop
 from hilbert.fleet.plan import Plan, Task
@@ -243,3 +243,57 @@ def ended_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+def test_a_worker_reads_paused_only_once_its_guard_waits_never_while_its_model_call_spends(
+    tmp_path: Path,
+) -> None:
+    """A status never reads idle while money is being spent: a run-wide question covers every worker,
+    but one whose model call is in flight when it is asked spends until that call ends, so it reads
+    working (thinking once quiet for long) until its own guard says it waits."""
+    run = Run(tmp_path / "log.db", run_usd=0.05)
+    run.attempt("T1", "Poincaré")
+    run.attempt("T2", "Noether")
+    run.store.append("r", "Noether", "tool_result", {"name": "shell"})  # its next model call goes out
+    run.call("Poincaré", 0.06)
+    first, second = run.guard("Poincaré", "T1"), run.guard("Noether", "T2")
+    assert first.look(run.fold.catch_up(), 0.0) is None and first.waiting == "B1"  # asked, waits
+    state = run.fold.catch_up()
+    now = state.agents["Noether"].last_event_at
+    assert worker_states(state, now) == {"Poincaré": "paused", "Noether": "working"}
+    assert worker_states(state, now + 3600)["Noether"] == "thinking"  # its call still spends
+    for _ in range(3):  # however often it looks, the log hears once that it waits
+        assert second.look(run.fold.catch_up(), 0.0) is None and second.waiting == "B1"
+    assert worker_states(run.fold.catch_up(), now + 3600) == {"Poincaré": "paused", "Noether": "paused"}
+    told = run.store.events(run="r", kinds=["budget_waiting"])
+    assert [(e.data["agent"], e.data["id"]) for e in told] == [("Poincaré", "B1"), ("Noether", "B1")]
+    answer(run.store, run.fold.catch_up(), "B1", approve=True)
+    assert second.look(run.fold.catch_up(), 0.0) == []
+    assert worker_states(run.fold.catch_up(), now)["Noether"] == "working"  # answered: it goes on
+
+
+def test_a_refused_cap_can_be_raised_later_and_the_halted_task_goes_on_when_retried(tmp_path: Path) -> None:
+    run = Run(tmp_path / "log.db", task_usd=0.05)
+    run.attempt("T1", "Poincaré")
+    run.call("Poincaré", 0.06)
+    guard = run.guard("Poincaré", "T1")
+    assert guard.look(run.fold.catch_up(), 0.0) is None and guard.waiting == "B1"
+    said = answer_budget(run.store, run.fold.catch_up(), "B1", approve=False, why="not now")
+    assert "`hilbert approve B1 --run r` raises it later after all" in said, said
+    (halt,) = guard.look(run.fold.catch_up(), 0.0) or []
+    assert isinstance(halt, Halt) and "refused" in halt.reason
+    run.store.append("r", "Poincaré", "agent_stopped", {"status": "halted", "cause": "budget"})
+    shown = "\n".join(budget_lines(run.fold.catch_up(), 0.0))
+    assert "B1 — you refused to raise task_usd of task T1" in shown, shown
+    assert "`hilbert approve B1 --run r [--by N]` raises it after all; then `hilbert retry r T1`" in shown
+    with pytest.raises(UserError, match="B1 was already refused"):
+        answer(run.store, run.fold.catch_up(), "B1", approve=False)
+    said = answer_budget(run.store, run.fold.catch_up(), "B1", approve=True, by=1.0)
+    assert said.startswith("raised task_usd of task T1 by $1.0000 to $1.0500"), said
+    assert "`hilbert retry r T1` goes on" in said, said
+    state = run.fold.catch_up()
+    assert not state.spend.refused and "you refused" not in "\n".join(budget_lines(state, 0.0))
+    with pytest.raises(UserError, match="B1 was already raised"):
+        answer(run.store, state, "B1", approve=True)
+    run.attempt("T1", "Euler")  # `hilbert retry`: a fresh attempt goes on within the raised cap
+    assert run.guard("Euler", "T1").look(run.fold.catch_up(), 0.0) == []

@@ -11,7 +11,8 @@ that crosses it finishes: spend may pass a cap by one call.
 - **Soft** (the default): the first worker to reach it records `budget_asked` (B1, ...); every worker
   the cap covers waits before its next model call — visibly: `hilbert status` says what waits for
   whom and how to answer. `hilbert approve B1 [--by N]` raises the cap by N (default: the cap's own
-  setting again) and the waiting work goes on within a second; `hilbert reject B1` halts it, kept.
+  setting again) and the waiting work goes on within a second; `hilbert reject B1` halts it, kept;
+  `hilbert approve B1` after a reject raises it after all (the halted task: `hilbert retry` reopens it).
   A question asked holds its workers until answered, even once a rate's window moved on; the wait
   counts no wall time (`hilbert.fleet.spend`).
   Soft is the default because a cap's point is that the person decides: waiting loses nothing, and a
@@ -36,7 +37,14 @@ from typing import Any
 
 from hilbert.agent.policies import Action, Halt, LoopState, Policy
 from hilbert.errors import UserError
-from hilbert.fleet.events import BudgetAsked, BudgetHalted, BudgetRaised, BudgetRefused, FleetEvent
+from hilbert.fleet.events import (
+    BudgetAsked,
+    BudgetHalted,
+    BudgetRaised,
+    BudgetRefused,
+    BudgetWaiting,
+    FleetEvent,
+)
 from hilbert.fleet.inbox import EVERYONE, PERSON, STOPPED_BY_PERSON
 from hilbert.fleet.spend import RUN, Question, Tally
 from hilbert.fleet.state import FleetState
@@ -144,7 +152,8 @@ def run_stopped(state: FleetState, caps: Caps, now: float | None = None) -> bool
 class BudgetGuard(Policy):
     """Before each model call of `agent` (on `task`): wait while a soft cap covering it waits for the
     person (asking first if nobody has), halt on a hard or refused one. `waiting` names the question
-    it waits on (liveness reads it: a worker waiting for the person is not hung)."""
+    it waits on (liveness reads it: a worker waiting for the person is not hung); the log hears it once
+    per wait (`budget_waiting`), so `status` says `paused` only once the worker spends nothing."""
 
     name = "budget"
 
@@ -159,6 +168,7 @@ class BudgetGuard(Policy):
         self.state, self.record = state, record
         self.caps, self.agent, self.task = caps, agent, task
         self.waiting: str | None = None
+        self.told: str | None = None  # the question this wait was logged as waiting on
 
     async def before_model_call(self, loop: LoopState) -> Sequence[Action]:
         try:
@@ -168,7 +178,13 @@ class BudgetGuard(Policy):
                     return decided
                 await asyncio.sleep(POLL_S)
         finally:
-            self.waiting = None
+            self.waiting = self.told = None
+
+    def _waits(self, question: str) -> None:
+        self.waiting = question
+        if self.told != question:
+            self.told = question
+            self.record(BudgetWaiting(id=question, agent=self.agent))
 
     def look(self, state: FleetState, now: float) -> list[Action] | None:
         """What to do now: the actions (none: go on), or None: wait."""
@@ -179,8 +195,11 @@ class BudgetGuard(Policy):
         over = reached(state, self.caps, agent=self.agent, task=self.task, now=now)
         if not over:  # a question asked waits for its answer, even once a rate's window moved on
             covering = state.spend.covering(self.agent, self.task)
-            self.waiting = covering.asked.id if covering is not None else None
-            return None if covering is not None else []
+            if covering is None:
+                self.waiting = None
+                return []
+            self._waits(covering.asked.id)
+            return None
         first = over[0]
         key = (first.cap, first.scope)
         if first.hard or key in state.spend.refused:
@@ -191,7 +210,10 @@ class BudgetGuard(Policy):
         if question is None:
             self.record(BudgetAsked(**_question(state, first, self.agent, self.task)))
             question = self.state().spend.open_question(*key)
-        self.waiting = question.asked.id if question is not None else "?"
+        if question is None:  # not in the log yet (it cannot be: recorded above); wait and look again
+            self.waiting = "?"
+            return None
+        self._waits(question.asked.id)
         return None
 
 
@@ -229,15 +251,17 @@ def answer(
     why: str = "",
 ) -> tuple[Question, FleetEvent]:  # fmt: skip
     """Record the person's answer to budget question `question_id` (B1, any case) of the run `state`
-    folds: a raise by `by` (default: the cap as set, else the limit it had), or a refusal. A
-    `UserError` for an unknown or answered question, a refused hard cap or a raise that is not one."""
+    folds: a raise by `by` (default: the cap as set, else the limit it had), or a refusal. A refusal
+    may be taken back later by a raise (the person changed their mind: the work it halted is kept, and
+    `hilbert retry` reopens it); any other second answer is a `UserError`, as are an unknown question,
+    a refused hard cap and a raise that is not one."""
     wanted, spend = question_id.strip().upper(), state.spend
     question = spend.questions.get(wanted)
     waiting = ", ".join(q.asked.id for q in spend.waiting())
     hint = f"waiting for you: {waiting}" if waiting else "none is waiting for you; see `hilbert status`"
     if question is None:
         raise UserError(f"no budget question {question_id!r} in run {state.run}", hint=hint)
-    if question.answer:
+    if question.answer and not (approve and question.answer == "refused"):
         raise UserError(f"{question.asked.id} was already {question.answer}", hint=hint)
     if not approve and question.hard:
         raise UserError(

@@ -85,7 +85,26 @@ def _question_lines(state: FleetState, question: Question, caps: Caps, *, ended:
             f"  {asked.id} — {who} reached its hard cap {reached}: its work halted, kept. "
             f"`hilbert approve {asked.id} --run {run} --by N` raises it; then {retry} goes on"
         ]
-    return []  # answered: the log keeps it (`hilbert log`)
+    if question.answer == "refused":
+        retry = _retry_line(run, asked.scope, asked.task)
+        return [
+            f"  {asked.id} — you refused to raise {asked.cap} of {who}: the work it held halted, kept. "
+            f"`hilbert approve {asked.id} --run {run} [--by N]` raises it after all; then {retry} goes on"
+        ]
+    return []  # raised: the log keeps it (`hilbert log`)
+
+
+def _retry_line(run: str, scope: str, task: str) -> str:
+    """How the work a refused cap halted goes on once raised: a task's (or an agent's) by retrying its
+    task; a run-wide or rate cap halted every worker it covered, each task by its retry."""
+    if scope != RUN and task:
+        return f"`hilbert retry {run} {task}`"
+    return f"`hilbert retry {run} TASK` for each task it halted"
+
+
+def question_refused(state: FleetState, question_id: str) -> bool:
+    question = state.spend.questions.get(question_id.strip().upper())
+    return question is not None and question.answer == "refused"
 
 
 def _who(cap: str, scope: str) -> str:
@@ -106,17 +125,20 @@ def answer_budget(
     why: str = "", ended: bool = False,
 ) -> str:  # fmt: skip
     """Record the person's answer (`hilbert.fleet.budget.answer`) and say what follows, in one line."""
+    refused_before = question_refused(state, question_id)
     question, record = answer(store, state, question_id, approve=approve, by=by, why=why)
     asked, run = question.asked, state.run
     who = _who(asked.cap, asked.scope)
     if not approve:
         return (
             f"refused {asked.id}: {who} stays at its cap {asked.cap}; the work waiting on it halts, kept "
-            f"(run {run})"
+            f"(run {run}); `hilbert approve {asked.id} --run {run}` raises it later after all"
         )
     raise_by = record.by if isinstance(record, BudgetRaised) else 0.0
     now = amount(asked.cap, asked.limit + raise_by)
-    if question.hard:
+    if refused_before:
+        then = f"{_retry_line(run, asked.scope, asked.task)} goes on"
+    elif question.hard:
         then = (
             f"`hilbert retry {run} {asked.task}` goes on"
             if asked.task

@@ -610,6 +610,16 @@ class BudgetHalted(BudgetAsked):
     """A hard cap was reached: the work it covers halts, kept; a raise lets `hilbert retry` go on."""
 
 
+@kind("budget_waiting")
+class BudgetWaiting(FleetEvent):
+    """A worker's budget guard began to wait on question `id` before its next model call: from here on
+    it spends nothing until the person answers (until then a worker the question covers may still have
+    a model call in flight, and reads `working`, never `paused`)."""
+
+    id: str = ""
+    agent: str = ""
+
+
 @kind("budget_raised")
 class BudgetRaised(FleetEvent):  # the person's `hilbert approve B1 [--by N]`
     id: str = ""

@@ -226,9 +226,9 @@ def asked(spend: Spend, e: ev.BudgetAsked) -> None:
 
 def raised(spend: Spend, e: ev.BudgetRaised) -> None:
     question = spend.questions.get(e.id)
-    if question is None or question.answer:
-        return  # an unknown or answered question: the first answer counts
-    question.answer, question.by = "raised", e.by
+    if question is None or question.answer == "raised":
+        return  # an unknown question, or raised already: the first raise counts
+    question.answer, question.by = "raised", e.by  # a refusal may be taken back by a raise
     key = (question.asked.cap, question.asked.scope)
     spend.raised[key] = spend.raised.get(key, 0.0) + e.by
     spend.refused.discard(key)

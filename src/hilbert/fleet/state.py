@@ -88,6 +88,7 @@ class AgentView:
     delivered: int = 0  # the id of the last message its inbox delivered (`Inject.source`)
     unpriced: bool = False  # a model call on a model with no known price: its cost is not known
     calling: bool = False  # its next step is a model call (in flight, or its policies before it)
+    waiting_on: str = ""  # the budget question its guard waits on (`budget_waiting`) since its last call
 
     @property
     def usage(self) -> Usage:
@@ -239,13 +240,13 @@ def _agent_started(state: FleetState, event: Event) -> None:
     view.status, view.claim, view.reason, view.finishing = "running", None, None, False
     view.task, view.model = event.data.get("task"), event.data.get("model")
     view.external = bool(event.data.get("external"))
-    view.calling = True
+    view.calling, view.waiting_on = True, ""
 
 
 def _model_call(state: FleetState, event: Event) -> None:
     view = _agent(state, event)
     view.turns += 1
-    view.calling = False  # its tools run now
+    view.calling, view.waiting_on = False, ""  # its tools run now
     data = event.data
     cost = float(data.get("cost_usd") or 0.0)
     view.add(data.get("usage") or {}, cost)
@@ -281,6 +282,7 @@ def _agent_stopped(state: FleetState, event: Event) -> None:
         data.get("reason"),
     )
     view.cause, view.finishing, view.calling = str(data.get("cause") or ""), False, False
+    view.waiting_on = ""
     if view.external:  # a worker that is not hilbert's loop logs no model calls: its spend is here
         cost = float(data.get("cost_usd") or 0.0)
         view.add(data.get("usage") or {}, cost)
@@ -530,6 +532,12 @@ def _proposal(state: FleetState, e: ev.ProposalHeld | ev.ProposalApplied) -> Non
         state.queue[task] = state.held.pop(task)  # approved: it goes to the merge queue
 
 
+def _budget_waiting(state: FleetState, e: ev.BudgetWaiting) -> None:
+    view = state.agents.get(e.agent)
+    if view is not None and view.status == "running":
+        view.waiting_on = e.id
+
+
 _HANDLERS: dict[type, Any] = {
     ev.FleetStarted: _started,
     ev.FleetResumed: _resumed,
@@ -565,6 +573,7 @@ _HANDLERS: dict[type, Any] = {
     ev.ProposalApplied: _proposal,
     ev.BudgetAsked: lambda state, e: sp.asked(state.spend, e),
     ev.BudgetHalted: lambda state, e: sp.asked(state.spend, e),
+    ev.BudgetWaiting: lambda state, e: _budget_waiting(state, e),
     ev.BudgetRaised: lambda state, e: sp.raised(state.spend, e),
     ev.BudgetRefused: lambda state, e: sp.refused(state.spend, e),
 }

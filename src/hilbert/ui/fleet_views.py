@@ -72,7 +72,9 @@ def worker_states(
 ) -> dict[str, str]:
     """Each agent's state: `working`; `judged` (it called finish and the harness is checking); `stuck`
     (working, but no event for `stuck_after_s`; `thinking` instead while a model call is in flight: money
-    is being spent); `paused` (a budget's question waits for the person, `hilbert.fleet.budget`); `dead`
+    is being spent); `paused` (its guard said it waits for the person's answer to a budget's question,
+    `hilbert.fleet.budget`: a worker the question covers whose model call is still in flight spends,
+    so it reads working or thinking until then — never paused, never idle, while money is spent); `dead`
     (its loop never stopped but the run's process is gone); `waiting` (its checked work waits in the merge
     queue); `done` (its work merged); `sent back` (its work did not land: a conflict or red checks); else
     how its loop ended (`halted`, ...). Each is about the agent's own attempt, whoever else worked on the
@@ -89,7 +91,7 @@ def worker_states(
                 states[agent] = "dead"
             elif view.finishing:
                 states[agent] = "judged"
-            elif waits(state, agent):
+            elif view.waiting_on and waits(state, agent):
                 states[agent] = "paused"
             elif now - view.last_event_at > stuck_after_s:
                 states[agent] = "thinking" if view.calling else "stuck"

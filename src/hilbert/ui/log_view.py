@@ -239,6 +239,7 @@ _FLEET_LINES = {
     "proposal_stale": "{id} no longer applies: {why_line}",
     "budget_asked": "{id}: {agent} waits for you — {cap}{scope_line} reached its soft cap{reached_line}",
     "budget_halted": "{id}: {agent} halts — {cap}{scope_line} reached its hard cap{reached_line}",
+    "budget_waiting": "{agent} waits for your answer to {id} before its next model call",
     "budget_raised": "the person raised {id} by {by}",
     "budget_refused": "the person refused {id}: {why_line}",
     "climb_started": "climb started: `{metric}` ({goal}), {explorers} explorer(s), the best on {branch}",
