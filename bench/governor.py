@@ -226,8 +226,8 @@ def main() -> int:
             if profile.change_s is not None and result.reconverge_s is None:
                 reconverged = "never"
             print(
-                f"| {name} | {label} | {result.goodput:.0f} | {result.all_calls:.0f} | {result.input_tpm:,.0f}"
-                f" | {result.refused:.1%}"
+                f"| {name} | {label} | {result.goodput:.0f} | {result.all_calls:.0f}"
+                f" | {result.input_tpm:,.0f} | {result.refused:.1%}"
                 f" | {result.requests} |"
                 f" {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
                 flush=True,
