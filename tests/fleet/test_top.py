@@ -25,6 +25,7 @@ from top_support import RUN, copy_log, make_fleet_run
 from hilbert.commands import command_env
 from hilbert.fleet.events import MERGE_HELD, BudgetAsked
 from hilbert.fleet.inbox import send
+from hilbert.models.governor import Governor, GovernorStore, Knobs, Outcome, bucket_key
 from hilbert.models.types import Message
 from hilbert.settings import Settings
 from hilbert.store import EventStore
@@ -77,7 +78,7 @@ def test_the_table_holds_the_logs_numbers_and_the_transcript_follows_the_selecti
         first, second = agents_in_order(store)
 
         async def drive() -> None:
-            app = TopApp(store, RUN, Settings.of({}), poll_s=0.2)
+            app = TopApp(store, RUN, Settings.of({"home": str(tmp_path)}), poll_s=0.2)  # no governor file
             async with app.run_test(size=(160, 48)) as pilot:
                 await until(pilot, lambda: len(table_rows(app)) == 2, "two agents in the table")
                 rows = table_rows(app)
@@ -223,6 +224,31 @@ def test_the_approve_key_offers_a_budget_question_that_waits_and_records_what_ap
         asyncio.run(drive())
     assert new_events(by_key, after) == new_events(by_command, after)
     assert [kind for _, kind, _ in new_events(by_key, after)] == ["budget_raised"]
+
+
+def test_the_governor_panel_shows_what_the_machines_governor_does_for_the_runs_model(
+    tmp_path: Path, fleet_log: Path
+) -> None:
+    home = tmp_path / "home"
+    governor = Governor(GovernorStore(home / "governor.db"), Knobs())
+    key = bucket_key("key", "http://127.0.0.1:9/v1", "openai:fake")  # the model the run's workers used
+
+    async def call() -> None:
+        async with governor.admit(key, 10) as slot:
+            slot.report(Outcome("ok", 10, 1, readings={"rpm": (600, 590)}))
+
+    asyncio.run(call())
+    governor.close()
+    with EventStore.open(copy_log(fleet_log, tmp_path / "log.db")) as store:
+
+        async def drive() -> None:
+            app = TopApp(store, RUN, Settings.of({"home": str(home)}), poll_s=0.2)
+            async with app.run_test(size=(160, 48)) as pilot:
+                shown = lambda: text_of(app, "governor")  # noqa: E731
+                await until(pilot, lambda: f"openai:fake (key {key[:8]}): " in shown(), "the governor's line")
+                assert "0 of 4 calls at once; limits 600 requests/min (learned, " in shown(), shown()
+
+        asyncio.run(drive())
 
 
 def test_a_question_with_brackets_is_asked_and_shown_as_typed_not_read_as_markup(

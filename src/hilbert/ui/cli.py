@@ -335,12 +335,16 @@ def runs(db: Path | None) -> None:
 @click.option("--watch", "-w", is_flag=True, help="Refresh every second until the run ends (or Ctrl-C).")
 def status(run_id: str | None, db: Path | None, watch: bool) -> None:
     """One line per agent: name, task, state, turns, tokens, cost, age of its last event; then the
-    scope changes waiting for your approval."""
+    scope changes waiting for your approval, and what the machine's rate-limit governor does for the
+    run's models (calls at once, limits, a pause, the circuit breaker, its newest notices)."""
     from hilbert.fleet.proposals import pending_lines
     from hilbert.fleet.state import Fold
     from hilbert.ui.climb_command import climb_board
     from hilbert.ui.fleet_views import run_ended, status_lines
+    from hilbert.ui.top_view import governor_lines
+    from hilbert.views.governor import for_run
 
+    settings = Settings.load({"db": db})
     with open_run(db, run_id) as (store, run):
         if (board := climb_board(store, run)) is not None:  # a climb: its leaderboard
             click.echo("\n".join(board))
@@ -351,6 +355,10 @@ def status(run_id: str | None, db: Path | None, watch: bool) -> None:
             ended = run_ended(state)
             lines = status_lines(state) or ["(no agents yet)"]
             lines += pending_lines(store, run, ended=ended)
+            at = time.time()
+            if governed := governor_lines(for_run(state, settings, at), at):
+                lines += ["governor (this machine's, shared by every run on the same key; now):"]
+                lines += [f"  {line}" for line in governed]
             if watch:
                 click.clear()
                 now = "ended" if ended else "running; Ctrl-C to stop watching"

@@ -40,6 +40,7 @@ from hilbert.ui.top_view import (
     run_line,
     verdict_lines,
 )
+from hilbert.views.governor import for_run
 
 COLUMNS = ("name", "task", "state", "turns", "tokens", "cost", "last event")
 MESSAGE_LOG_KINDS = (*MESSAGE_KINDS, STOP_REQUESTED, "message_rejected", "message_refused")
@@ -49,7 +50,7 @@ EMPTY = {
     "messages": "(no message yet)",
     "proposals": "(no proposal: nothing waits for your approval)",
     "budgets": "(no budget in this run's log)",
-    "governor": "(nothing in this run's log: the rate-limit governor records no state here)",
+    "governor": "(no call of this run's models went through this machine's rate-limit governor)",
 }
 TITLES = {
     "verdicts": "gate verdicts & send-backs",
@@ -204,7 +205,8 @@ class TopApp(App[None]):
         self._panel("messages", list(self.messages))
         self._panel("proposals", proposal_lines(self.proposals))
         self._panel("budgets", budget_lines(state))
-        self._panel("governor", governor_lines(state))
+        now = time.time()
+        self._panel("governor", governor_lines(for_run(state, self.settings, now), now))
         self._follow_transcript()
 
     def _panel(self, panel: str, lines: list[str]) -> None:

@@ -10,6 +10,7 @@ What must not live here: a fold of events of its own, widgets, and reading the l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from hilbert.fleet.budget_lines import budget_lines as fleet_budgets
 from hilbert.fleet.proposals import Proposal
 from hilbert.fleet.state import AgentView, AttemptView, FleetState
 from hilbert.ui.fleet_views import run_ended, run_label, worker_states
+from hilbert.views.governor import BUCKET_NAMES, GovernorView
 
 GATE_WORDS = {"done": "DONE", "not_done": "SENT BACK", "impossible": "IMPOSSIBLE"}
 LANDED_WORDS = {
@@ -157,10 +159,32 @@ def budget_lines(state: FleetState) -> list[str]:
     return lines
 
 
-def governor_lines(state: FleetState) -> list[str]:
-    """The rate-limit governor's state as the run's log records it: nothing yet (the governor, issue 17,
-    keeps its state in a file of its own and writes no event to a run's log)."""
-    return []
+def governor_lines(view: GovernorView, now: float) -> list[str]:
+    """What the machine's rate-limit governor does for the run's models (`hilbert.views.governor`), a
+    line per provider key and model — calls at once, the limits it paces by, a pause, the breaker —
+    then its newest notices; none when no call of the run's models went through it."""
+    lines = []
+    for bucket in view.buckets:
+        parts = [f"{bucket.in_flight} of {bucket.window} calls at once"]
+        if bucket.limits:
+            parts.append(
+                "limits "
+                + ", ".join(
+                    f"{limit.per_minute:,} {BUCKET_NAMES[limit.name]}/min"
+                    f" ({'learned' if limit.learned else 'set'}, {limit.left:,} left)"
+                    for limit in bucket.limits
+                )
+            )
+        if bucket.paused_s:
+            parts.append(f"every caller paused {bucket.paused_s:.0f} s more: {bucket.pause_why}")
+        if bucket.breaker_s is not None:
+            probe = f"a probe call in {bucket.breaker_s:.0f} s" if bucket.breaker_s else "a probe call goes"
+            parts.append(f"circuit breaker open: {probe}")
+        lines.append(f"{bucket.model} (key {bucket.key.partition('/')[0][:8]}): " + "; ".join(parts))
+    for notice in view.notices:
+        when = time.strftime("%H:%M:%S", time.localtime(notice.at))
+        lines.append(f"{when} {notice.kind}: {notice.why}")
+    return lines
 
 
 def _first(text: str, width: int = 120) -> str:

@@ -31,7 +31,13 @@ __all__ = [
     "bucket_key",
     "check_fallbacks",
     "governor_from",
+    "governor_path",
 ]
+
+
+def governor_path(settings: GovernorSettings, home: Path) -> Path:
+    """The governor's file: `[governor] path`, else `home/governor.db`."""
+    return settings.path or home / "governor.db"
 
 
 def governor_from(settings: GovernorSettings, home: Path, *, seed: int | None = None) -> Governor | None:
@@ -39,7 +45,7 @@ def governor_from(settings: GovernorSettings, home: Path, *, seed: int | None = 
     or when the file cannot be opened (logged: the calls go unpaced, as when it breaks later)."""
     if not settings.enabled:
         return None
-    path = settings.path or home / "governor.db"
+    path = governor_path(settings, home)
     try:
         store = GovernorStore(path)
     except (OSError, sqlite3.Error) as error:

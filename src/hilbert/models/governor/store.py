@@ -94,3 +94,31 @@ class GovernorStore:
     def notices(self, key: str | None = None) -> list[Notice]:
         query = "SELECT at, key, kind, why FROM notices" + (" WHERE key = ?" if key else "") + " ORDER BY id"
         return [Notice(*row) for row in self._db.execute(query, (key,) if key else ())]
+
+
+def read_file(path: Path, notices: int = 50) -> tuple[dict[str, BucketState], list[Notice]]:
+    """The buckets and the newest `notices` of the governor's file at `path`, opened read-only (a view's
+    look: nothing is created, written or waited for); empty when there is no file or it cannot be read,
+    and a bucket an older hilbert wrote in another shape is left out."""
+    if not path.is_file():
+        return {}, []
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return {}, []
+    try:
+        rows = db.execute("SELECT key, state FROM buckets").fetchall()
+        kept = db.execute(
+            "SELECT at, key, kind, why FROM notices ORDER BY id DESC LIMIT ?", (notices,)
+        ).fetchall()
+    except sqlite3.Error:
+        return {}, []
+    finally:
+        db.close()
+    buckets = {}
+    for key, state in rows:
+        try:
+            buckets[key] = BucketState.from_json(json.loads(state))
+        except (ValueError, TypeError, KeyError):
+            continue
+    return buckets, [Notice(*row) for row in reversed(kept)]

@@ -1,0 +1,86 @@
+"""The governor visible in a run (`hilbert.views.governor`): `hilbert status` through the real CLI shows
+what the machine's governor does for the run's models — calls at once, the limits it learned from the
+headers, a fleet-wide pause, the circuit breaker and its notice — read from the governor's real file,
+written by a real `Governor`; a bucket of a model the run does not use is left out."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import time
+from pathlib import Path
+
+from cli_support import run_cli
+from hilbert.commands import command_env
+from hilbert.fleet.events import FleetStarted
+from hilbert.fleet.plan import Plan, Task
+from hilbert.models.governor import Governor, GovernorStore, Knobs, Outcome, bucket_key
+from hilbert.store import EventStore
+from hilbert.ui.top_view import governor_lines
+from hilbert.views.governor import for_run, governor_view
+
+URL = "http://127.0.0.1:9"
+MODEL = "anthropic:fake-claude"
+KEY = bucket_key("secret", URL, MODEL)
+
+
+async def _calls(governor: Governor) -> None:
+    """What a run's calls taught the governor: limits from the headers, a 429 with Retry-After, then
+    failures enough to open the circuit breaker; and a call of another model."""
+    headers = {(1200, 1100): "rpm", (270000, 260000): "itpm"}
+    async with governor.admit(KEY, 100) as slot:
+        slot.report(Outcome("ok", 100, 10, readings={name: pair for pair, name in headers.items()}))
+    async with governor.admit(KEY, 100) as slot:
+        slot.report(Outcome("throttled", retry_after_s=600))
+    store = governor.store  # the pause would hold the next calls: lift it as the file's own writer would
+    store.update(KEY, governor.knobs, lambda state: setattr(state, "paused_until", 0.0))
+    for _ in range(2):
+        async with governor.admit(KEY, 100) as slot:
+            slot.report(Outcome("failed"))
+    again = time.time() + 600  # paused again, as the 429 had it
+    store.update(KEY, governor.knobs, lambda state: setattr(state, "paused_until", again))
+    async with governor.admit(bucket_key("secret", URL, "openai:other"), 100) as slot:
+        slot.report(Outcome("ok", 100, 10))
+
+
+def test_status_shows_the_governors_window_limits_pause_and_breaker_for_the_runs_models(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    knobs = Knobs(breaker_failures=2, breaker_cooldown_s=900)
+    governor = Governor(GovernorStore(home / "governor.db"), knobs)
+    governor.store.notice(KEY, "governor_throttled", "before the run started: not its notice")
+    plan = Plan(goal="g", tasks=(Task(id="T1", title="one", verify="true"),))
+    with EventStore.open(home / "hilbert.db") as store:
+        started = FleetStarted(
+            plan=plan.model_dump(mode="json"), settings={"model": f"{MODEL}@{URL}"}, host=socket.gethostname()
+        )
+        store.append("r", "harness", started.kind, started.data())
+        store.append("r", "Poincaré", "agent_started", {"task": "T1", "model": f"{MODEL}@{URL}"})
+    asyncio.run(_calls(governor))
+    governor.close()
+
+    shown = run_cli("status", "--run", "r", cwd=tmp_path, env={**command_env(), "HILBERT_HOME": str(home)})
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "governor (this machine's, shared by every run on the same key; now):" in out, out
+    line = next(line for line in out.splitlines() if line.startswith(f"  {MODEL} (key {KEY[:8]})"))
+    assert "0 of 2 calls at once" in line, line  # the window of 4 halved by the 429
+    assert "limits 270,000 input tokens/min (learned," in line and "1,200 requests/min (learned," in line
+    assert re.search(r"every caller paused \d+ s more: rate limited \(429\): Retry-After 600 s", line), line
+    assert "circuit breaker open: a probe call in" in line, line
+    assert "governor_paused: circuit breaker open for 900 s after 2 consecutive failures" in out, out
+    assert "openai:other" not in out and "before the run started" not in out  # not the run's
+
+    with EventStore.open(home / "hilbert.db") as store:  # the view `top` renders is the same
+        from hilbert.fleet.state import Fold
+        from hilbert.settings import Settings
+
+        state = Fold(store, "r").catch_up()
+        view = for_run(state, Settings.of({"home": str(home)}), 0.0)
+    assert [b.model for b in view.buckets] == [MODEL]
+    assert [n.kind for n in view.notices] == ["governor_throttled", "governor_paused"]
+    assert governor_lines(view, 0.0)[0].startswith(f"{MODEL} (key {KEY[:8]}): 0 of 2 calls at once")
+    nothing = governor_view(tmp_path / "no-such.db", [MODEL], 0.0)  # no file: nothing, nothing created
+    assert not nothing.buckets and not nothing.notices and not (tmp_path / "no-such.db").exists()
