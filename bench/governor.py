@@ -21,13 +21,14 @@ first minute is not one free burst):
 - `tpm`: 270,000 input tokens per minute (requests unlimited);
 - `halving`: 1,200 requests per minute, halved 25 s after the first request.
 
-Figures per row: goodput (calls completed after a warm-up of `--warmup` s, per minute, less the
-calls of tasks abandoned when a later call of theirs failed for good: that work is thrown away and the
-worker starts a new task, as a fleet's attempt is thrown away when its model fails for good); all
-calls completed per minute, abandoned tasks' included; the input tokens of the completed calls per
-minute (calls differ in size: a task's second call sends three times the first one's prompt, so under
-a token limit a row that abandons tasks after their first call completes more, smaller calls — more
-calls, not more work);
+Figures per row: goodput (the model calls of the tasks completed after a warm-up of `--warmup` s,
+per minute: `--calls` for each task — a task abandoned when one of its calls failed for good counts
+none, its work is thrown away and the worker starts a new task, as a fleet's attempt is thrown away
+when its model fails for good; a task still going when the row ends counts none either); all calls
+completed per minute, abandoned and unfinished tasks' included; the input tokens of the completed
+calls per minute (calls differ in size: a task's second call sends three times the first one's
+prompt, so under a token limit a row that abandons tasks after their first call completes more,
+smaller calls — more calls, not more work);
 refused (429s / all completion requests the server saw, the whole row), p99 task time (tasks ended
 after the warm-up), calls that failed for good, and on `halving` the re-convergence time: from the
 change to the first moment after which every 5-s window's goodput stays within 15 % of the new limit
@@ -87,7 +88,6 @@ class Row:
     reconverge_s: float | None = None
     started: float = 0.0  # when the workers started (unix seconds)
     calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
-    wasted: list[float] = field(default_factory=list)  # when each call of an abandoned task completed
     all_calls: float = 0.0  # every call completed after the warm-up, per minute (abandoned tasks' too)
     tokens: list[int] = field(default_factory=list)  # the input tokens of each completed call
     input_tpm: float = 0.0  # input tokens of the calls completed after the warm-up, per minute
@@ -112,16 +112,13 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
         while True:
             started = time.time()
             messages = [Message("user", f"worker {number} task {task}: {REQUEST}")]
-            done: list[float] = []  # this task's completed calls
             for step in range(calls):
                 try:
                     reply = await call(messages)
                 except ModelError:
                     result.failed += 1
-                    result.wasted += done
                     break
-                done.append(time.time())
-                result.calls.append(done[-1])
+                result.calls.append(time.time())
                 result.tokens.append(reply.usage.input_tokens)
                 messages += [reply.message, Message("user", f"step {step + 1}: {REQUEST}")]
             else:
@@ -163,7 +160,7 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
     warm_from = began + args.warmup
     measured = profile.seconds - args.warmup
     result.all_calls = sum(1 for t in result.calls if t >= warm_from) / measured * 60
-    result.goodput = result.all_calls - sum(1 for t in result.wasted if t >= warm_from) / measured * 60
+    result.goodput = args.calls * sum(1 for _, end in result.tasks if end >= warm_from) / measured * 60
     counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if t >= warm_from]
     result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
