@@ -240,7 +240,11 @@ def test_the_review_panel_sends_back_what_the_checks_let_through_then_passes_the
 
 
 def _one_task_fleet(
-    tmp_path: Path, task: Task, turns: list[dict[str, Any]], **fleet: Any
+    tmp_path: Path,
+    task: Task,
+    turns: list[dict[str, Any]],
+    budgets: dict[str, Any] | None = None,
+    **fleet: Any,
 ) -> tuple[Any, list[Any]]:
     from hilbert.fleet.plan import Plan
     from hilbert.fleet.run import run_fleet
@@ -262,6 +266,7 @@ def _one_task_fleet(
                 runner=Runner.unsandboxed(command_env(hilbert_python_first=True)),
                 settings=Settings.of(
                     {"fleet.workers": 1, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": "true"}
+                    | {f"budgets.{cap}": value for cap, value in (budgets or {}).items()}
                 ),
                 **fleet,
             )
@@ -300,6 +305,24 @@ def test_heldout_folders_are_checked_before_anything_runs(tmp_path: Path) -> Non
         task = Task(id="T1", title="fix add", verify="true", heldout=heldout)
         with pytest.raises(UserError, match=expected):
             _one_task_fleet(tmp_path / folder, task, [finish("x")], heldout_root=tmp_path / folder)
+
+
+def test_the_judge_is_never_paused_by_a_budget_the_worker_reached(tmp_path: Path) -> None:
+    """Budgets make workers wait, never the judge: the worker's finishing call reaches the task's and
+    the run's soft turn caps, and the stop gate's judge still gives its verdict and the task merges;
+    nothing was asked, since the worker made no model call after it."""
+    with FakeServer(ScriptedResponder.from_turns(['{"verdict": "done", "reasons": []}'])) as judge:
+        judge_model = make_model(f"anthropic:fake-judge@{judge.base_url}", env={})
+        task = Task(id="T1", title="fix add", verify="python -m pytest -q tests")
+        fix = write("calc.py", "def add(a, b):\n    return a + b\n")
+        caps = {"task_turns": 2, "run_turns": 2}
+        result, events = _one_task_fleet(
+            tmp_path, task, [fix, finish("fixed")], budgets=caps, judge_model=judge_model
+        )
+    assert [e.data["verdict"] for e in events if e.kind == "gate_verdict"] == ["done"]
+    assert result.states["T1"].status == "done", result.states
+    assert sum(e.kind == "model_call" for e in events) == 2  # the worker's: the caps were reached
+    assert not [e.kind for e in events if e.kind.startswith("budget_")]
 
 
 def test_a_task_the_judge_calls_impossible_goes_to_the_lead_at_once(tmp_path: Path) -> None:
