@@ -21,10 +21,10 @@ first minute is not one free burst):
 - `tpm`: 270,000 input tokens per minute (requests unlimited);
 - `halving`: 1,200 requests per minute, halved 25 s after the first request.
 
-Figures per row: goodput (the model calls of the tasks completed after a warm-up of `--warmup` s,
-per minute: `--calls` for each task — a task abandoned when one of its calls failed for good counts
-none, its work is thrown away and the worker starts a new task, as a fleet's attempt is thrown away
-when its model fails for good; a task still going when the row ends counts none either); all calls
+Figures per row: goodput (the calls completed after a warm-up of `--warmup` s, per minute, of the
+tasks that completed: a task abandoned when one of its calls failed for good counts none — its work
+is thrown away and the worker starts a new task, as a fleet's attempt is thrown away when its model
+fails for good — nor does a task still going when the row ends, in every row alike); all calls
 completed per minute, abandoned and unfinished tasks' included; the input tokens of the completed
 calls per minute (calls differ in size: a task's second call sends three times the first one's
 prompt, so under a token limit a row that abandons tasks after their first call completes more,
@@ -88,6 +88,7 @@ class Row:
     reconverge_s: float | None = None
     started: float = 0.0  # when the workers started (unix seconds)
     calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
+    useful: list[float] = field(default_factory=list)  # when each call of a completed task completed
     all_calls: float = 0.0  # every call completed after the warm-up, per minute (abandoned tasks' too)
     tokens: list[int] = field(default_factory=list)  # the input tokens of each completed call
     input_tpm: float = 0.0  # input tokens of the calls completed after the warm-up, per minute
@@ -112,17 +113,20 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
         while True:
             started = time.time()
             messages = [Message("user", f"worker {number} task {task}: {REQUEST}")]
+            done: list[float] = []  # when this task's calls completed
             for step in range(calls):
                 try:
                     reply = await call(messages)
                 except ModelError:
                     result.failed += 1
                     break
-                result.calls.append(time.time())
+                done.append(time.time())
+                result.calls.append(done[-1])
                 result.tokens.append(reply.usage.input_tokens)
                 messages += [reply.message, Message("user", f"step {step + 1}: {REQUEST}")]
             else:
                 result.tasks.append((started, time.time()))
+                result.useful += done
             task += 1
 
     running = [asyncio.create_task(worker(n)) for n in range(workers)]
@@ -160,7 +164,7 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
     warm_from = began + args.warmup
     measured = profile.seconds - args.warmup
     result.all_calls = sum(1 for t in result.calls if t >= warm_from) / measured * 60
-    result.goodput = args.calls * sum(1 for _, end in result.tasks if end >= warm_from) / measured * 60
+    result.goodput = sum(1 for t in result.useful if t >= warm_from) / measured * 60
     counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if t >= warm_from]
     result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])

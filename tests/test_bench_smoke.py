@@ -236,9 +236,10 @@ def smoke_governor(tmp_path: Path) -> None:
     assert number(run["ratio_rpm"]) > 0 and 0 <= number(run["refused_rpm"]) <= 1, run
     rows = [line for line in lines if line.startswith("| rpm |")]
     assert [row.split("|")[2].strip() for row in rows] == ["fixed 16", "governor"], rows
-    # both rows really called the rate-limited server: requests seen, tasks and calls completed
+    # both rows really called the rate-limited server: requests seen, tasks and calls completed, and
+    # the goodput (the calls of completed tasks) is never more than all the calls completed
     cells = [[cell.strip() for cell in row.split("|")] for row in rows]
-    assert all(int(c[7]) > 0 and float(c[3]) > 0 and float(c[4]) > 0 for c in cells), rows
+    assert all(int(c[7]) > 0 and 0 < float(c[3]) <= float(c[4]) for c in cells), rows
 
 
 SMOKE: dict[str, Callable[[Path], None]] = {
