@@ -21,11 +21,13 @@ first minute is not one free burst):
 - `tpm`: 270,000 input tokens per minute (requests unlimited);
 - `halving`: 1,200 requests per minute, halved 25 s after the first request.
 
-Figures per row: goodput (the calls completed after a warm-up of `--warmup` s, per minute, of the
-tasks that completed: a task abandoned when one of its calls failed for good counts none — its work
-is thrown away and the worker starts a new task, as a fleet's attempt is thrown away when its model
-fails for good — nor does a task still going when the row ends, in every row alike); all calls
-completed per minute, abandoned and unfinished tasks' included; the input tokens of the completed
+When a row's time is up its workers start no new task and finish the one they are on (at most
+`DRAIN_S` more; nothing completed then is counted as the row's goodput, but it tells which tasks
+completed). Figures per row: goodput (the calls completed between a warm-up of `--warmup` s and the
+row's end, per minute, of the tasks that completed: a task abandoned when one of its calls failed for
+good counts none — its work is thrown away and the worker starts a new task, as a fleet's attempt is
+thrown away when its model fails for good); all calls completed in that time per minute, abandoned
+tasks' included; the input tokens of the completed
 calls per minute (calls differ in size: a task's second call sends three times the first one's
 prompt, so under a token limit a row that abandons tasks after their first call completes more,
 smaller calls — more calls, not more work);
@@ -72,6 +74,7 @@ PROFILES = {
     "halving": Profile("rpm=1200,burst=2,change_after=25,factor=0.5", 70, change_s=25, after_per_min=600),
 }
 ROWS = ("8", "16", "64", "128", "governor")
+DRAIN_S = 30.0  # at the end of a row, how long its workers may take to finish the task they are on
 LATENCY = "ttft=uniform:0.5:1.5"
 REQUEST = " ".join(["Please read the module, run its tests and fix the failing assertion."] * 10)
 
@@ -108,9 +111,11 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
         async with gate:
             return await model.complete(messages)
 
+    closing = asyncio.Event()  # the row's time is up: finish the task on hand, start no other
+
     async def worker(number: int) -> None:
         task = 0
-        while True:
+        while not closing.is_set():
             started = time.time()
             messages = [Message("user", f"worker {number} task {task}: {REQUEST}")]
             done: list[float] = []  # when this task's calls completed
@@ -131,6 +136,8 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
 
     running = [asyncio.create_task(worker(n)) for n in range(workers)]
     await asyncio.sleep(seconds)
+    closing.set()
+    await asyncio.wait(running, timeout=DRAIN_S)
     for job in running:
         job.cancel()
     await asyncio.gather(*running, return_exceptions=True)
@@ -161,11 +168,11 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
     completions = [(r["time"], r["status"]) for r in seen if r["path"].endswith("/messages")]
     result.profile = profile_name
     began = result.started
-    warm_from = began + args.warmup
+    warm_from, ends = began + args.warmup, began + profile.seconds
     measured = profile.seconds - args.warmup
-    result.all_calls = sum(1 for t in result.calls if t >= warm_from) / measured * 60
-    result.goodput = sum(1 for t in result.useful if t >= warm_from) / measured * 60
-    counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if t >= warm_from]
+    result.all_calls = sum(1 for t in result.calls if warm_from <= t < ends) / measured * 60
+    result.goodput = sum(1 for t in result.useful if warm_from <= t < ends) / measured * 60
+    counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if warm_from <= t < ends]
     result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
     result.requests = len(completions)
