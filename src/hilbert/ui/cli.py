@@ -420,7 +420,8 @@ def approve(proposal: str, by: float | None, run_id: str | None, db: Path | None
     """Approve PROPOSAL (P1, ...): a scope change the lead made after reading a worker's message (the
     running fleet applies it if it still applies), or the candidate of a worker that read a peer's
     message (it goes to the merge queue; after the run ended, when you run `hilbert run --resume`);
-    or raise the cap of a budget question (B1, ...): the work waiting on it goes on."""
+    or raise the cap of a budget question (B1, ...), one you rejected too: the work waiting on it goes
+    on (work a rejection halted: `hilbert retry RUN TASK`)."""
     from hilbert.ui.fleet_actions import approve_proposal
 
     with open_run(db, run_id) as (store, run):
@@ -435,7 +436,7 @@ def approve(proposal: str, by: float | None, run_id: str | None, db: Path | None
 def reject(proposal: str, why: str, run_id: str | None, db: Path | None) -> None:
     """Reject PROPOSAL (P1, ...): the scope change the lead made after reading a worker's message is
     never applied; or refuse to raise the cap of a budget question (B1, ...): the work waiting on it
-    halts, kept."""
+    halts, kept (`hilbert approve B1` later raises it after all)."""
     from hilbert.ui.fleet_actions import reject_proposal
 
     with open_run(db, run_id) as (store, run):
