@@ -126,3 +126,30 @@ def test_ctrl_c_with_a_page_open_ends_its_stream_and_the_server_in_one_line(tmp_
             web.kill()
             web.communicate()
     assert (web.returncode, err.strip()) == (130, "hilbert: interrupted")  # click starts it on a new line
+
+
+def test_the_page_shows_what_the_machines_governor_does_for_the_runs_model(tmp_path: Path) -> None:
+    from hilbert.models.governor import Governor, GovernorStore, Knobs, Outcome, bucket_key
+    from hilbert.settings import Settings
+
+    url, model = "http://127.0.0.1:9", "anthropic:fake-claude"
+    governor = Governor(GovernorStore(tmp_path / "governor.db"), Knobs())
+
+    async def throttled() -> None:
+        async with governor.admit(bucket_key("secret", url, model), 100) as slot:
+            slot.report(Outcome("throttled", retry_after_s=600))
+
+    with EventStore.open(tmp_path / "log.db") as store:
+        settings = {"model": f"{model}@{url}", "governor.path": str(tmp_path / "governor.db")}
+        started = FleetStarted(plan=DIAMOND.model_dump(mode="json"), settings=settings)
+        store.append("r", "harness", started.kind, started.data())
+        store.append("r", "Ada", "agent_started", {"task": "A", "model": f"{model}@{url}"})
+        asyncio.run(throttled())
+        governor.close()
+        blind, told = Hub(store, "r"), Hub(store, "r", settings=Settings.load({}))
+        asyncio.run(blind.refresh())
+        asyncio.run(told.refresh())
+    assert json.loads(blind.data)["governor"] == []
+    lines = json.loads(told.data)["governor"]
+    shown = next(line for line in lines if line.startswith(model))
+    assert re.search(r"every caller paused \d+ s more: rate limited \(429\): Retry-After 600 s", shown), lines

@@ -29,12 +29,15 @@ from starlette.routing import Route
 
 from hilbert.errors import HilbertError, UserError
 from hilbert.fleet.proposals import proposals
+from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.ui.fleet_actions import approve_proposal, send_message, stop_agents
 from hilbert.ui.log_view import format_event
+from hilbert.ui.top_view import governor_lines
 from hilbert.ui.web_guard import Guard, GuardMiddleware
 from hilbert.ui.web_view import page_data
 from hilbert.views import RunLog
+from hilbert.views.governor import for_run
 
 ASSETS = {  # name -> media type; the files live in hilbert/ui/web_assets/
     "app.js": "text/javascript; charset=utf-8",
@@ -48,8 +51,14 @@ class Hub:
     """The server's one `RunLog` and the last page data shaped from it, with a version that grows by
     one whenever that data changes."""
 
-    def __init__(self, store: EventStore, run: str, clock: Callable[[], float] = time.time) -> None:
-        self.store, self.run, self.clock = store, run, clock
+    def __init__(
+        self,
+        store: EventStore,
+        run: str,
+        clock: Callable[[], float] = time.time,
+        settings: Settings | None = None,
+    ) -> None:
+        self.store, self.run, self.clock, self.settings = store, run, clock, settings
         self.log = RunLog(run)
         self.version, self.data = 0, ""
         self.shaped_at = -STALE_S
@@ -62,7 +71,12 @@ class Hub:
         now = self.clock()
         if self.version and self.log.state.last_id == before and now - self.shaped_at < STALE_S:
             return
-        data = json.dumps(page_data(self.log, proposals(self.store, self.run), now))
+        governor = (
+            governor_lines(for_run(self.log.state, self.settings, now), now)
+            if self.settings is not None
+            else []
+        )
+        data = json.dumps(page_data(self.log, proposals(self.store, self.run), now, governor))
         self.shaped_at = now
         if data != self.data:
             async with self.changed:
@@ -96,9 +110,12 @@ class Hub:
             yield f"id: {seen}\nevent: view\ndata: {data}\n\n"
 
 
-def make_app(store: EventStore, run: str, guard: Guard, *, poll_s: float = 0.5) -> Starlette:
-    """The dashboard of `run` in `store`, behind `guard`."""
-    hub = Hub(store, run)
+def make_app(
+    store: EventStore, run: str, guard: Guard, *, poll_s: float = 0.5, settings: Settings | None = None
+) -> Starlette:
+    """The dashboard of `run` in `store`, behind `guard`; with `settings`, it shows the machine's
+    rate-limit governor for the run's models (the file they name)."""
+    hub = Hub(store, run, settings=settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -202,14 +219,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(store: EventStore, run: str, host: str, port: int, say: Callable[[str], None]) -> None:
+def serve(
+    store: EventStore,
+    run: str,
+    host: str,
+    port: int,
+    say: Callable[[str], None],
+    settings: Settings | None = None,
+) -> None:
     """Serve the dashboard of `run` until Ctrl-C; `say` gets the one URL to open."""
     sock = bind(host, port)
     port = sock.getsockname()[1]
     guard = Guard(secrets.token_urlsafe(32), port, host)
     shown = f"[{host}]" if ":" in host else host
     say(f"hilbert web: run {run} at http://{shown}:{port}/?token={guard.token}  (Ctrl-C stops)")
-    app = make_app(store, run, guard)
+    app = make_app(store, run, guard, settings=settings)
     config = uvicorn.Config(
         app,
         log_level="warning",

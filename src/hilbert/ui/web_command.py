@@ -27,7 +27,8 @@ def web(run_id: str | None, port: int, host: str, db: Path | None) -> None:
     graph, each agent's transcript, cost and tokens over time, the verdict funnel, the merge queue and
     the budgets; send, stop and approve from the page. Prints one URL with a fresh token; only this
     machine, with that token, is let in. Ctrl-C stops it."""
+    from hilbert.settings import Settings
     from hilbert.ui.web import serve
 
     with open_run(db, run_id) as (store, run):
-        serve(store, run, host, port, click.echo)
+        serve(store, run, host, port, click.echo, Settings.load({"db": db}))

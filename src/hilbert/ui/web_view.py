@@ -24,8 +24,11 @@ from hilbert.views import RunLog, SpendPoint
 SPEND_POINTS = 400  # at most this many points of the spend line are sent: the page draws no more
 
 
-def page_data(log: RunLog, proposals: Sequence[Proposal], now: float) -> dict[str, Any]:
-    """Everything the page shows, for `json.dumps`."""
+def page_data(
+    log: RunLog, proposals: Sequence[Proposal], now: float, governor: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Everything the page shows, for `json.dumps`; `governor` is what the machine's rate-limit governor
+    does for the run's models, as `top_view.governor_lines` says it (read by the server: this is pure)."""
     view, state = log.view(), log.state
     summary = view.summary
     waiting = [q.asked.id for q in state.spend.waiting()] + [p.id for p in proposals if p.status == "pending"]
@@ -76,6 +79,7 @@ def page_data(log: RunLog, proposals: Sequence[Proposal], now: float) -> dict[st
             ],
         },
         "budgets": budget_lines(state),
+        "governor": list(governor),
         "proposals": proposal_lines(proposals),
         "waiting": waiting,
         "last_id": state.last_id,

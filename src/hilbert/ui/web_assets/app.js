@@ -51,6 +51,7 @@ function render(data) {
   renderFunnel(data.funnel, data.reasons, data.retries);
   renderQueue(data.queue);
   renderBudgets(data.budgets, data.proposals, data.waiting);
+  renderGovernor(data.governor);
   followTranscript();
 }
 
@@ -195,6 +196,11 @@ function renderBudgets(budgets, proposals, waiting) {
     button.addEventListener("click", () => act("/api/approve", { proposal: id }));
     return button;
   }));
+}
+
+function renderGovernor(lines) {
+  const shown = lines.length ? lines : ["(no call of this run's models went through this machine's rate-limit governor)"];
+  $("governor").replaceChildren(...shown.map((line) => el("li", line)));
 }
 
 async function act(path, body) {
