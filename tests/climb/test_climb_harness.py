@@ -87,3 +87,18 @@ def test_a_sub_millisecond_command_is_timed_over_a_loop_not_read_as_zero(tmp_pat
     assert min(a.values) > 0 and all(runs > 1 for runs in a.runs), a
     assert all(value * runs >= MIN_CPU_S for value, runs in zip(a.values, a.runs, strict=True))
     assert max(a.values) < min(b.values), (a.values, b.values)
+
+
+def test_nothing_a_run_leaves_reaches_another_run_or_the_best(tmp_path: Path) -> None:
+    remembers = 'if [ -e "$TMPDIR/seen" ]; then echo remembered; else touch "$TMPDIR/seen"; echo fresh; fi\n'
+    best = _commit(tmp_path / "repo", {"m.sh": remembers})
+    sabotage = _commit(tmp_path / "repo", {"m.sh": "echo slow > ../tree-1/m.sh\necho fresh\n"})
+    leak = _commit(tmp_path / "repo", {"m.sh": "echo answer > ../leak\necho fresh\n"})
+    measurer = _measurer(tmp_path, "bash m.sh")
+    hit, _ = asyncio.run(measurer.compare((sabotage, best), 2, "m"))  # it slowed the best down
+    assert hit.error == "the metric's run wrote into the tree: ../tree-1/m.sh", hit.error
+    alone = asyncio.run(measurer.measure(best, 2, "m"))
+    assert not alone.error and alone.answers == ("fresh", "fresh")  # its loop's runs forget
+    assert all(runs > 1 for runs in alone.runs)
+    leaked = asyncio.run(measurer.measure(leak, 1, "m"))
+    assert leaked.error == "the metric's run wrote into the tree: ../leak", leaked.error

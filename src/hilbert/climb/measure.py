@@ -50,6 +50,7 @@ from typing import Literal
 
 from hilbert.climb.metric import MetricError, median, read_metric, spread
 from hilbert.commands import Runner, Timeout
+from hilbert.security.sandbox import LANDLOCK_TMP
 from hilbert.workspaces import Git
 from hilbert.workspaces.export import export_commit
 
@@ -57,6 +58,7 @@ Kind = Literal["number", "time"]
 KINDS: tuple[Kind, ...] = ("number", "time")
 MIN_CPU_S = 0.05  # a `time` reading loops the command until it used this much CPU
 SEED_VARIABLE = "HILBERT_CLIMB_SEED"
+SCRATCH = "tmp"  # in the measurement's folder: the runs' TMPDIR, the one place they may write
 TIMER = Path(__file__).with_name("timer.py")  # run as a script, inside the sandbox
 
 
@@ -162,21 +164,33 @@ class Measurer:
         self, root: Path, tree: Path, command: str, seed: int, min_cpu: float
     ) -> tuple[Run | None, tuple[str, tuple[str, ...]]]:
         """`command` run by the stopwatch in `tree` with the round's `seed`: its report, or None and
-        (why, what it wrote into the tree)."""
+        (why, what it wrote where it may not). Every tree of the measurement is read-only (where the
+        sandbox can) and listed before and after; the one folder it may write, its TMPDIR, is emptied
+        before every run (by the stopwatch between the runs of its loop, with a bubblewrap sandbox's
+        private /tmp): nothing one run leaves helps the next."""
+        scratch = root / SCRATCH
+        for folder in (scratch, root / LANDLOCK_TMP):
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+        scratch.mkdir()
+        fresh = [scratch, root / LANDLOCK_TMP]
+        if self.runner.sandbox.kind == "bubblewrap":
+            fresh.append(Path("/tmp"))  # its own tmpfs, for this command alone
         alone = dataclasses.replace(self.runner, slots=None)  # the slots are held around it instead
-        alone = alone.with_env({SEED_VARIABLE: str(seed)})
-        before = _listing(tree)
+        alone = alone.with_env({SEED_VARIABLE: str(seed), "TMPDIR": str(scratch)})
+        trees = tuple(sorted(root.glob("tree-*")))
+        before = _listing(root)
         with tempfile.TemporaryFile() as report:
             fd = report.fileno()
             timer = [sys.executable, "-I", "-S", str(TIMER), "--report", str(fd), "--min-cpu", f"{min_cpu:g}"]
+            timer += [arg for folder in fresh for arg in ("--fresh", str(folder))]
             line = shlex.join([*timer, "--", "bash", "-c", command])
             async with all_slots(self.runner):
                 ran = await alone.run(
-                    line, root=root, cwd=tree, timeout=self.timeout, readonly=(tree,), pass_fds=(fd,)
+                    line, root=root, cwd=tree, timeout=self.timeout, readonly=trees, pass_fds=(fd,)
                 )
             report.seek(0)
             text = report.read().decode("utf-8", "replace")
-        wrote = _changed(before, _listing(tree))
+        wrote = tuple(_relative(path, tree.name) for path in _changed(before, _listing(root)))
         if wrote:
             shown = ", ".join(wrote[:3]) + (" …" if len(wrote) > 3 else "")
             return None, (f"the metric's run wrote into the tree: {shown}", wrote)
@@ -194,6 +208,11 @@ class Measurer:
         if not got.same:
             return None, (f"`{command}` printed something else on another run of the same input", ())
         return got, ("", ())
+
+
+def _relative(path: str, tree: str) -> str:
+    """A path under the measurement's folder as seen from the tree `tree` (another tree: `../tree-1/...`)."""
+    return path.removeprefix(f"{tree}/") if path.startswith(f"{tree}/") else f"../{path}"
 
 
 def answer_of(stdout: str) -> str:
@@ -237,14 +256,17 @@ async def all_slots(runner: Runner) -> AsyncIterator[None]:
         yield
 
 
-def _listing(tree: Path) -> dict[str, tuple[int, int]]:
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `root` (its size and mtime), but the runs' scratch folders."""
     found: dict[str, tuple[int, int]] = {}
-    for folder, dirs, files in os.walk(tree):
+    for folder, dirs, files in os.walk(root):
+        if Path(folder) == root:
+            dirs[:] = [d for d in dirs if d not in (SCRATCH, LANDLOCK_TMP.parts[0])]
         for name in files + dirs:
             path = Path(folder) / name
             info = path.lstat()
             size = 0 if path.is_dir() and not path.is_symlink() else info.st_size
-            found[str(path.relative_to(tree))] = (size, info.st_mtime_ns if name in files else 0)
+            found[str(path.relative_to(root))] = (size, info.st_mtime_ns if name in files else 0)
     return found
 
 

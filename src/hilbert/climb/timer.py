@@ -1,7 +1,7 @@
 """The harness's stopwatch: runs a metric command and reports what it cost and what it printed.
 Standard library only, run as a script inside the sandbox (`hilbert.climb.measure` builds the line):
 
-    python -I -S timer.py --report FD --min-cpu SECONDS -- ARGV...
+    python -I -S timer.py --report FD --min-cpu SECONDS [--fresh DIR]... -- ARGV...
 
 It runs ARGV as a fresh process (a fresh interpreter: nothing of an earlier run survives but the
 files of the tree, which is read-only), again and again until the runs together used `--min-cpu`
@@ -20,14 +20,21 @@ command's gain. getrusage reports microseconds; a reading is at least `--min-cpu
 asks for 50 ms), so the clock's resolution is under 0.002 % of it and sub-millisecond commands do
 not tie at zero: they are timed over a loop of runs.
 
+Between two runs of the loop, each `--fresh` folder is emptied (the runs' TMPDIR, and a bubblewrap
+sandbox's private /tmp): what one run leaves there does not help the next.
+
 FD is not passed on to ARGV (a descriptor of ours is not inheritable), and ARGV's standard output
 is a pipe read here: nothing the command prints or writes reaches the report but through `stdout`.
+This process is not dumpable (`PR_SET_DUMPABLE` 0), so the command cannot open FD through
+`/proc/PID/fd` or trace this process either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -101,15 +108,40 @@ def answer(stdout: bytes) -> list[str]:
     return lines
 
 
+def _empty(folder: str) -> None:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
 def main(args: list[str]) -> int:
-    if len(args) < 6 or args[0] != "--report" or args[2] != "--min-cpu" or args[4] != "--":
-        print("usage: timer.py --report FD --min-cpu SECONDS -- ARGV...", file=sys.stderr)
+    try:
+        split = args.index("--")
+        options, argv = args[:split], args[split + 1 :]
+        pairs = list(zip(options[::2], options[1::2], strict=True))
+        report = int(dict(pairs)["--report"])
+        min_cpu = float(dict(pairs)["--min-cpu"])
+        fresh = [value for name, value in pairs if name == "--fresh"]
+        if not argv or {name for name, _ in pairs} - {"--report", "--min-cpu", "--fresh"}:
+            raise ValueError
+    except (ValueError, KeyError):
+        print("usage: timer.py --report FD --min-cpu SECONDS [--fresh DIR]... -- ARGV...", file=sys.stderr)
         return 2
-    report, min_cpu, argv = int(args[1]), float(args[3]), args[5:]
     os.set_inheritable(report, False)  # the command never gets it
     reaper._prctl(reaper.PR_SET_CHILD_SUBREAPER, 1)
+    reaper._prctl(reaper.PR_SET_DUMPABLE, 0)
     runs, cpu, wall, status, first, same = 0, 0.0, 0.0, 0, b"", True
     while runs < MAX_RUNS:
+        if runs:
+            for folder in fresh:
+                _empty(folder)
         code, used, took, printed = one_run(argv)
         runs, cpu, wall = runs + 1, cpu + used, wall + took
         first, same = (printed, same) if runs == 1 else (first, same and answer(printed) == answer(first))
