@@ -21,7 +21,7 @@ from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
 from hilbert.climb import events as ce
 from hilbert.climb.measure import SEED_VARIABLE, Measurer, answer_differs
-from hilbert.climb.metric import MARGIN, Goal, clearly_better, noise
+from hilbert.climb.metric import MARGIN, Goal, better, clearly_better, noise
 from hilbert.climb.neardup import duplicate_of, fingerprint
 from hilbert.climb.state import ClimbFold
 from hilbert.commands import Runner
@@ -233,9 +233,11 @@ async def _judge(
 async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str = "") -> str:
     """The sealed holdout on `commit` (the base: `try_no` 0, else a try better on the metric, measured
     interleaved with the `previous` best), before anything is kept. Its readings go into the log only:
-    never into a prompt. Why the try must not be kept — the holdout did not follow the metric, failed
-    on it, or answered otherwise than the best — else "" (also without a holdout, or one that failed
-    on the base: reported there)."""
+    never into a prompt. Why the try must not be kept — the holdout did not follow the metric (its
+    median not better than the best's beside it by `MARGIN` x the noise: a looser test than the
+    metric's, which also wants every reading apart; the holdout is a check, not the score), failed on
+    it, or answered otherwise than the best — else "" (also without a holdout, or one that failed on
+    the base: reported there)."""
     state = climb.fold.catch_up()
     assert state.started is not None
     if climb.holdout is None or (try_no and (state.holdout_error or state.holdout_base is None)):
@@ -252,7 +254,7 @@ async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str 
         why = f"the holdout failed on it: {measured.error}"
     elif previous and (differs := answer_differs(measured, before)):
         why = f"holdout {differs}"
-    elif previous and not clearly_better(goal, measured.values, before.values, level):
+    elif previous and not better(goal, measured.median, before.median, level):
         why = (
             f"overfitting: the sealed holdout did not follow the metric (median {measured.median:g} vs"
             f" the best's {before.median:g} beside it, noise {level:g})"
