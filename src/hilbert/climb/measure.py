@@ -175,7 +175,11 @@ class Measurer:
         fresh = [scratch, root / LANDLOCK_TMP]
         if self.runner.sandbox.kind == "bubblewrap":
             fresh.append(Path("/tmp"))  # its own tmpfs, for this command alone
-        alone = dataclasses.replace(self.runner, slots=None)  # the slots are held around it instead
+        # the slots are held around it instead; the stopwatch (and the reaper it uses) readable inside
+        # the sandbox even where hilbert lies under a folder it empties (/tmp)
+        sandbox = self.runner.sandbox
+        sandbox = dataclasses.replace(sandbox, keep=(*sandbox.keep, TIMER.parent.parent))
+        alone = dataclasses.replace(self.runner, slots=None, sandbox=sandbox)
         alone = alone.with_env({SEED_VARIABLE: str(seed), "TMPDIR": str(scratch)})
         trees = tuple(sorted(root.glob("tree-*")))
         before = _listing(root)
