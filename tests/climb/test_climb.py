@@ -2,8 +2,8 @@
 command line as a person would. The best branch beats the base beyond the noise; the try that edits
 the benchmark is refused by the guard, the one that caches its answer fails its measurement; the
 sealed holdout is measured on the kept best; every try is a row of results.tsv and a line of the log.
-And a try that special-cases the benchmark's input is kept on the metric but reported as overfitting
-by the holdout, which stops the climb when asked to."""
+And a try that special-cases a benchmark that ignores the harness's input is better on the metric but
+not on the sealed holdout: it is not kept, and the climb stops when asked to."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     }
     with FakeServer("optimiser:ideas=edit_bench+cache+dict") as server:
         ran = run_cli(
-            "climb", "--repo", str(repo), "--metric", METRIC, "--goal", "min", "--explorers", "3",
+            "climb", "--repo", str(repo), "--metric", METRIC, "--metric-kind", "time", "--goal", "min",
+            "--explorers", "3",
             "--tries", "3", "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed",
             "--holdout-metric", f"python {holdout}", "--renoise-every", "2",
             "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
@@ -58,7 +59,7 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     assert (cached["outcome"], cached["stage"]) == ("reverted", "measure")
     assert ".pairs_cache.json" in cached["why"]  # written into the tree, or refused by a read-only one
     kept = by_idea["count complements in one pass with a dict"]
-    assert kept["outcome"] == "kept" and float(kept["median"]) == state.best_median
+    assert kept["outcome"] == "kept" and state.best == state.tries[int(kept["try"])].commit
     # the holdout, measured on the base and the kept best, followed the metric: no overfitting
     assert state.holdout_base is not None and state.holdout_best is not None
     assert state.holdout_best < state.holdout_base and not state.overfit
@@ -91,10 +92,12 @@ def test_special_casing_the_benchmark_is_caught_by_the_sealed_holdout(tmp_path: 
         "HILBERT_HOME": str(tmp_path / "home"),
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     }
+    fixed = f"env -u HILBERT_CLIMB_SEED {METRIC}"  # a benchmark that ignores the harness's input
     with FakeServer("optimiser:ideas=special+dict") as server:
         ran = run_cli(
-            "climb", "--repo", str(repo), "--metric", METRIC, "--explorers", "1", "--tries", "2",
-            "--repeat", "5", "--test-command", TESTS_COMMAND, "--unsandboxed", "--stop-on-overfit",
+            "climb", "--repo", str(repo), "--metric", fixed, "--metric-kind", "time", "--explorers", "1",
+            "--tries", "2",
+            "--repeat", "3", "--test-command", TESTS_COMMAND, "--unsandboxed", "--stop-on-overfit",
             "--holdout-metric", f"python {holdout}",
             "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
             cwd=tmp_path, env=env,
@@ -104,6 +107,9 @@ def test_special_casing_the_benchmark_is_caught_by_the_sealed_holdout(tmp_path: 
         (run,) = store.runs()
         state = ClimbFold(store, run).catch_up()
     assert [t.idea for t in state.overfit] == ["a fast path for the common input"]
+    assert (state.tries[1].outcome, state.tries[1].stage) == ("reverted", "overfit")  # not kept
+    assert "the sealed holdout did not follow the metric" in state.tries[1].reason
+    assert state.started is not None and state.best == state.started.base  # the best did not move
     assert state.finished is not None and state.finished.reason.startswith("overfitting")
     assert len(state.tries) == 1  # the climb stopped before a second try
     assert "overfitting: try 1 (a fast path for the common input)" in ran.stdout

@@ -1,8 +1,8 @@
 """A climb that died between two records of one decision, resumed. After the best branch moved to a try
 but before `try_kept` reached the log: the resume keeps the try (the branch and the log agree again),
 rather than reverting it as interrupted with the branch left on its commit (every later landing
-refused as stale, the delivered best a try the log calls reverted). After `try_kept` but before its
-holdout was measured: the resume measures it (else an overfit best would pass unseen)."""
+refused as stale, the delivered best a try the log calls reverted). (A try's holdout is measured before
+it lands, so no kept try lacks one.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hilbert.climb.driver import ClimbOptions, climb, open_climb
 from hilbert.climb.state import ClimbState
 from hilbert.commands import Runner
 from hilbert.models import RetryPolicy, make_model
-from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_holdout, write_sample
+from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_sample
 from hilbert.store import EventStore
 
 
@@ -55,43 +55,3 @@ def test_a_try_landed_just_before_the_process_died_is_kept_on_resume(tmp_path: P
     assert state.tries[1].outcome == "kept" and state.best == commit == tip
     assert state.best_median == 0.5 and state.finished is not None
     assert state.finished.reason == "all 1 tries made"
-
-
-def test_a_kept_try_whose_holdout_was_not_measured_is_measured_on_resume(tmp_path: Path) -> None:
-    repo = write_sample(tmp_path / "repo")
-    holdout = write_holdout(tmp_path / "sealed")
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
-    runner = Runner.unsandboxed(env)
-    model = make_model("openai:fake@http://127.0.0.1:9/v1", env={"OPENAI_API_KEY": "k"}, retry=RetryPolicy(1))
-    options = ClimbOptions(
-        repo=repo, metric=METRIC, goal="min", test_command=TESTS_COMMAND, tries=1, repeat=3,
-        holdout=f"python {holdout}",
-    )  # fmt: skip
-    where = {"run": "climb-holdout", "root": tmp_path / "climb", "runner": runner, "model": model}
-
-    async def died_after_keeping(store: EventStore) -> None:
-        async with open_climb(options, store=store, **where) as c:  # type: ignore[arg-type]
-            base = c.fold.catch_up().best
-            c.record(ce.BaselineMeasured(commit=base, values=[1.0, 1.0, 1.0], median=1.0, noise=0.01))
-            c.record(ce.HoldoutMeasured(try_no=0, commit=base, values=[1.0] * 3, median=1.0, noise=0.01))
-            made = await c.integration.git.run(
-                "commit-tree", f"{base}^{{tree}}", "-p", base, "-m", "faster", cwd=c.integration.path
-            )
-            commit = made.stdout.strip()
-            c.record(ce.TryStarted(try_no=1, explorer="Ada", base=base))
-            c.record(ce.TryGated(try_no=1, commit=commit, idea="faster", passed=True))
-            c.record(
-                ce.TryMeasured(try_no=1, commit=commit, values=[0.5] * 3, median=0.5, best_values=[1.0] * 3)
-            )
-            assert await c.integration.land(commit, base) is None
-            c.record(ce.TryKept(try_no=1, commit=commit, median=0.5, previous=1.0))  # ... and it dies here
-
-    async def resumed(store: EventStore) -> ClimbState:
-        async with open_climb(None, store=store, **where) as c:  # type: ignore[arg-type]
-            return await climb(c)
-
-    with EventStore.open(tmp_path / "hilbert.db") as store:
-        asyncio.run(died_after_keeping(store))
-        state = asyncio.run(resumed(store))
-    assert state.tries[1].outcome == "kept" and state.tries[1].holdout is not None, state.holdout_error
-    assert state.tries[1].overfit  # the same tree as the base: the holdout did not follow

@@ -44,7 +44,7 @@ def test_a_killed_climb_resumes_from_its_log(tmp_path: Path) -> None:
         common = ["--test-command", TESTS_COMMAND, "--unsandboxed", "--model", model, "--db", str(db)]
         args = ["climb", "--repo", str(repo), "--metric", METRIC, "--explorers", "1", "--tries", "2"]
         child = subprocess.Popen(
-            [sys.executable, "-m", "hilbert.ui.cli", *args, "--repeat", "5", *common, "--yes"],
+            [sys.executable, "-m", "hilbert.ui.cli", *args, "--repeat", "3", *common, "--yes"],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:

@@ -4,12 +4,12 @@ explorers try ideas in parallel until the tries, the time or the money run out, 
 A resume reads everything from the fold: the settings (`climb_started`), the best and the noise, the
 tries done. A try that was in flight when the process died is reverted as `interrupted` (its
 workspace archived) and a fresh try takes its place — unless the best branch had already moved to it
-(the process died between the landing and `try_kept`): then it is kept, as the branch says; a kept
-try whose holdout was not measured yet is measured then. Every `renoise_every` tries the best is
-measured again and the noise taken from there. With a holdout (`--holdout-metric`), its files'
-folders are hidden from every command but the harness's holdout runs (`sealed_folders`), and it is
-measured on the base and on each kept best (`tries.measure_holdout`). `results.tsv` beside the log
-is rewritten from the fold after every try.
+(the process died between the landing and `try_kept`): then it is kept, as the branch says (its
+holdout was measured before the landing). Every `renoise_every` tries the best is measured again and
+the noise taken from there. With a holdout (`--holdout-metric`), its files' folders are hidden from
+every command but the harness's holdout runs (`sealed_folders`), and it is measured on the base and
+on each try the metric found better, before it is kept (`tries.measure_holdout`). `results.tsv`
+beside the log is rewritten from the fold after every try.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hilbert.climb import events as ce
-from hilbert.climb.measure import Measurer
+from hilbert.climb.measure import KINDS, Kind, Measurer
 from hilbert.climb.metric import noise
 from hilbert.climb.results import progress_line, write_results
 from hilbert.climb.state import ClimbFold, ClimbState
@@ -59,6 +59,8 @@ class ClimbOptions:
     guards: tuple[str, ...] = ()
     holdout: str = ""
     stop_on_overfit: bool = False
+    metric_kind: str = "number"  # `hilbert.climb.measure.KINDS`
+    check: str = ""
 
 
 def best_branch(run: str) -> str:
@@ -122,6 +124,10 @@ async def _opened(
         assert options is not None
         if options.goal not in ("min", "max"):
             raise UserError(f"unknown goal {options.goal!r}", hint="use --goal min or --goal max")
+        if options.metric_kind not in KINDS:
+            raise UserError(
+                f"unknown metric kind {options.metric_kind!r}", hint="use --metric-kind number or time"
+            )
         source = options.repo.absolute()
         sealed_folders(options.holdout, source)  # refused before anything is written
         await refuse_submodules(source, git)
@@ -136,7 +142,7 @@ async def _opened(
             tries=options.tries, repeat=options.repeat, renoise_every=options.renoise_every,
             max_cost_usd=options.max_cost_usd, max_time_s=options.max_time_s,
             guards=list(options.guards), model=model.name, mark=mark, holdout=options.holdout,
-            stop_on_overfit=options.stop_on_overfit,
+            stop_on_overfit=options.stop_on_overfit, metric_kind=options.metric_kind, check=options.check,
         )  # fmt: skip
         store.append(run, "harness", started.kind, started.data())
         fold.catch_up()
@@ -147,11 +153,21 @@ async def _opened(
     seeing = dataclasses.replace(runner.sandbox, keep=(*runner.sandbox.keep, *sealed))
     harness = dataclasses.replace(runner, sandbox=seeing).hiding(root).marked(mark)
     timeout = verify_timeout(marked.timeouts)
-    measurer = Measurer(integration.path, started.metric, marked, git, root / "measure", timeout)
+    kind: Kind = "time" if started.metric_kind == "time" else "number"
+    measurer = Measurer(
+        integration.path,
+        started.metric,
+        marked,
+        git,
+        root / "measure",
+        timeout,
+        kind=kind,
+        check=started.check,
+    )
     holdout = None
     if started.holdout:
         holdout = Measurer(
-            integration.path, started.holdout, harness, git, root / "holdout", timeout, measurer.lock
+            integration.path, started.holdout, harness, git, root / "holdout", timeout, measurer.lock, kind
         )
     workspaces = Workspaces(root, integration.path, mark=mark)
     yield Climb(run, root, store, fold, integration, workspaces, marked, model, measurer, holdout)
@@ -196,9 +212,6 @@ async def climb(c: Climb, echo: Callable[[str], None] = lambda line: None) -> Cl
             )
     if c.holdout is not None and state.holdout_base is None and not state.holdout_error:
         await measure_holdout(c, 0, state.best)
-    for view in sorted(c.fold.catch_up().kept, key=lambda t: t.no):
-        if c.holdout is not None and view.holdout is None and not c.fold.state.holdout_error:
-            await measure_holdout(c, view.no, view.commit, view.base)  # it died before measuring it
     names = allocate(started.explorers)
     numbers = iter(range(state.next_try(), 1 << 30))
     stopping: list[str] = []
@@ -270,11 +283,8 @@ async def _close_interrupted(c: Climb) -> None:
     for view in list(c.fold.catch_up().in_flight):
         state = c.fold.state
         if view.commit and view.commit == tip != state.best and view.median is not None:
-            previous, previous_median = state.best, state.best_median or 0.0
-            c.record(
-                ce.TryKept(try_no=view.no, commit=view.commit, median=view.median, previous=previous_median)
-            )
-            await measure_holdout(c, view.no, view.commit, previous)
+            previous = state.best_median or 0.0
+            c.record(ce.TryKept(try_no=view.no, commit=view.commit, median=view.median, previous=previous))
         else:
             reason = "the run stopped while it ran"
             c.record(ce.TryReverted(try_no=view.no, stage="interrupted", reason=reason))

@@ -2,7 +2,7 @@
 `decode` reads them like any fleet kind; the fleet's fold has no handler for them and passes them by.
 
 Every record is written by the harness (agent "harness"); `try_no` numbers a run's tries from 1.
-A try's life: `try_started` → `try_gated` → (`try_measured`) → `try_kept` (→ `holdout_measured`) |
+A try's life: `try_started` → `try_gated` → (`try_measured` (→ `holdout_measured`)) → `try_kept` |
 `try_reverted`; a try
 with `try_started` and no ending was in flight when the run died, and a resume starts it again.
 """
@@ -38,6 +38,8 @@ class ClimbStarted(FleetEvent):
     mark: str = ""
     holdout: str = ""  # the sealed holdout's command ("" none); its folders are hidden from explorers
     stop_on_overfit: bool = False
+    metric_kind: str = "number"  # number: the printed number is the score; time: the harness's CPU timing
+    check: str = ""  # the command whose output is the answer ("" the metric's own output)
 
 
 @kind("baseline_measured")
@@ -81,6 +83,7 @@ class TryMeasured(FleetEvent):
     spread: float = 0.0
     error: str = ""  # a failed measurement: the try is reverted with it, never scored
     best_values: list[float] = field(default_factory=list)  # the best's readings, interleaved with these
+    runs: list[int] = field(default_factory=list)  # per reading, the runs the stopwatch looped (time)
 
 
 @kind("try_kept")
@@ -95,7 +98,9 @@ class TryKept(FleetEvent):
 
 @kind("try_reverted")
 class TryReverted(FleetEvent):
-    """Why a try was not kept: `stage` is no_change, gate, duplicate, stale, measure, no_gain or error."""
+    """Why a try was not kept: `stage` is no_change, gate, duplicate, measure, answer (it answered
+    otherwise than the best on the harness's input), stale, no_gain, overfit (better on the metric,
+    not on the sealed holdout) or interrupted."""
 
     try_no: int = 0
     stage: str = ""
@@ -104,9 +109,9 @@ class TryReverted(FleetEvent):
 
 @kind("holdout_measured")
 class HoldoutMeasured(FleetEvent):
-    """The sealed holdout on the base (`try_no` 0) or on a kept best. `overfit`: the metric improved
-    and the holdout did not follow (not better than the previous best's, measured beside it, beyond
-    2 x its noise)."""
+    """The sealed holdout on the base (`try_no` 0) or on a try the metric found better, before it is
+    kept. `overfit`: the holdout did not follow (not better than the best's, measured beside it, beyond
+    2 x its noise, or it failed or answered otherwise on it): the try is reverted (`overfit`)."""
 
     try_no: int = 0
     commit: str = ""

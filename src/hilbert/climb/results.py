@@ -56,18 +56,21 @@ def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
     if started is None:
         return []
     goal = "lower" if started.goal == "min" else "higher"
+    reading = "CPU seconds timed by the harness" if started.metric_kind == "time" else "its printed number"
     base = "?" if state.baseline_median is None else f"{state.baseline_median:.6g}"
     best = "?" if state.best_median is None else f"{state.best_median:.6g}"
     where = "finished: " + state.finished.reason if state.finished else "climbing"
     lines = [
-        f"climb {state.run} ({where}): `{started.metric}` ({goal} is better)",
+        f"climb {state.run} ({where}): `{started.metric}` ({reading}, {goal} is better)",
         f"  base {base} -> best {best} (noise {state.noise:.3g}) on {started.branch} at {state.best[:10]}",
     ]
     if state.holdout_base is not None or state.holdout_error:
         held = state.holdout_error or f"base {state.holdout_base:.6g} -> best {state.holdout_best:.6g}"
         lines.append(f"  holdout (sealed): {held}")
     for view in state.overfit:
-        lines.append(f"  overfitting: try {view.no} ({view.idea}) improved the metric, not the holdout")
+        lines.append(
+            f"  overfitting: try {view.no} ({view.idea}) improved the metric, not the holdout: not kept"
+        )
     measured = [t for t in state.tries.values() if t.median is not None]
     sign = 1.0 if started.goal == "min" else -1.0
     measured.sort(key=lambda t: sign * (t.median or 0.0))

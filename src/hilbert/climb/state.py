@@ -32,8 +32,8 @@ class TryView:
     values: tuple[float, ...] = ()
     median: float | None = None
     spread: float = 0.0
-    holdout: float | None = None  # the sealed holdout's median, on a kept best
-    overfit: bool = False
+    holdout: float | None = None  # the sealed holdout's median, on a try better on the metric
+    overfit: bool = False  # ... which the holdout did not follow: reverted
     outcome: str | None = None  # "kept" or "reverted"
     stage: str = ""  # a reverted try's stage (gate, duplicate, ...)
     reason: str = ""
@@ -69,7 +69,7 @@ class ClimbState:
 
     @property
     def overfit(self) -> list[TryView]:
-        """Kept bests whose holdout did not follow the metric."""
+        """Tries better on the metric that the holdout did not follow (reverted as `overfit`)."""
         return [t for t in self.tries.values() if t.overfit]
 
     @property
@@ -109,8 +109,11 @@ def apply(state: ClimbState, event: Event) -> ClimbState:
         view.values, view.spread = tuple(record.values), record.spread
         view.median = None if record.error else record.median
     elif isinstance(record, ce.TryKept) and record.try_no in state.tries:
-        state.tries[record.try_no].outcome = "kept"
+        view = state.tries[record.try_no]
+        view.outcome = "kept"
         state.best, state.best_median = record.commit, record.median
+        if view.holdout is not None:
+            state.holdout_best = view.holdout
     elif isinstance(record, ce.TryReverted) and record.try_no in state.tries:
         view = state.tries[record.try_no]
         view.outcome, view.stage, view.reason = "reverted", record.stage, record.reason
@@ -122,15 +125,16 @@ def apply(state: ClimbState, event: Event) -> ClimbState:
 
 
 def _holdout(state: ClimbState, record: ce.HoldoutMeasured) -> None:
-    if record.error:
-        state.holdout_error = record.error
-        return
-    if record.try_no == 0:
-        state.holdout_base, state.holdout_noise = record.median, record.noise
-    elif record.try_no in state.tries:
+    if record.try_no == 0:  # the base: a holdout that fails there is not used (and says so)
+        if record.error:
+            state.holdout_error = record.error
+        else:
+            state.holdout_base = state.holdout_best = record.median
+            state.holdout_noise = record.noise
+    elif record.try_no in state.tries:  # before the try is kept or reverted (`overfit`)
         view = state.tries[record.try_no]
-        view.holdout, view.overfit = record.median, record.overfit
-    state.holdout_best = record.median
+        view.holdout = None if record.error else record.median
+        view.overfit = record.overfit
 
 
 class ClimbFold:

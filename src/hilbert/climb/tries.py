@@ -20,8 +20,8 @@ from pathlib import Path
 from hilbert.agent.policies import TurnLimit
 from hilbert.agent.tools import ToolBox
 from hilbert.climb import events as ce
-from hilbert.climb.measure import Measurer
-from hilbert.climb.metric import MARGIN, Goal, clearly_better, noise
+from hilbert.climb.measure import SEED_VARIABLE, Measurer, answer_differs
+from hilbert.climb.metric import MARGIN, Goal, better, clearly_better, noise
 from hilbert.climb.neardup import duplicate_of, fingerprint
 from hilbert.climb.state import ClimbFold
 from hilbert.commands import Runner
@@ -38,8 +38,9 @@ from hilbert.workspaces import Workspaces
 from hilbert.workspaces.integration import Integration
 
 TRY_PROMPT = """You are {explorer}, an explorer in a hill-climb; this is try {try_no}.
-Goal: make the metric `{metric}` {direction}. It prints one number; the harness runs it itself, \
-{repeat} times, on a clean read-only copy of your commit, and keeps the median.
+Goal: make the metric `{metric}` {direction}. {reading}
+Its answer (what it prints apart from a number on its last line) must stay what the best answers, \
+on inputs the harness chooses: a fresh seed each round, in ${seed_variable}.
 The best so far: {best:g} (noise {noise:g}); a change counts only when it beats the best by more than \
 {margin:g} x the noise.
 Rules: the tests (`{tests}`) must still pass; do not change the metric's files ({guards}) or the \
@@ -47,6 +48,13 @@ tests; a change that games the metric instead of improving the code is rejected.
 Ideas already tried (do not repeat them):
 {tried}
 Make one change you expect to improve the metric, then finish: the claim's first line names your idea."""
+READING = {
+    "time": "The harness times it itself: the CPU seconds of its whole process tree (fresh processes, "
+    "imports and child processes included), {repeat} times, on a clean read-only copy of your commit, "
+    "and keeps the median; a number it prints is not read.",
+    "number": "It prints one number on its last line; the harness runs it itself, {repeat} times, on a "
+    "clean read-only copy of your commit, and keeps the median.",
+}
 SYSTEM = """You improve a program against a metric, one idea per try, in your own copy of the repository.
 Read before you change; keep the tests passing; never touch how the metric is measured."""
 MAX_TURNS = 30
@@ -106,6 +114,8 @@ def prompt_for(climb: Climb, explorer: Name, try_no: int) -> str:
         tests=started.test_command,
         guards=", ".join(started.guards) or "the files its command names",
         tried="\n".join(tried) or "(none yet)",
+        reading=READING[started.metric_kind].format(repeat=started.repeat),
+        seed_variable=SEED_VARIABLE,
     )
 
 
@@ -153,7 +163,7 @@ async def _judge(
     assert started is not None
     repo, git = climb.integration.path, climb.integration.git
     change = await change_between(repo, base, commit, git)
-    guarded = guard_findings(change, started.metric, started.guards)
+    guarded = guard_findings(change, f"{started.metric} {started.check}", started.guards)
     diff = (await git.run("diff", "--no-color", base, commit, cwd=repo)).stdout
     shingles = fingerprint(diff)
     tree = (await git.run("rev-parse", f"{commit}^{{tree}}", cwd=repo)).stdout.strip()
@@ -188,13 +198,16 @@ async def _judge(
             ce.TryMeasured(
                 try_no=try_no, commit=commit, values=list(measured.values),
                 median=measured.median if measured.values else 0.0, spread=measured.spread,
-                error=measured.error, best_values=list(best_now.values),
+                error=measured.error, best_values=list(best_now.values), runs=list(measured.runs),
             )
         )  # fmt: skip
         if measured.error:
             return revert("measure", measured.error)
         if best_now.error:
             return revert("measure", f"the best could not be measured beside it: {best_now.error}")
+        differs = answer_differs(measured, best_now)
+        if differs:  # a table, a cutoff, a special case: found out on an input it never saw
+            return revert("answer", differs)
         if state.best != base:
             return revert("stale", f"the best moved from {base[:10]} to {state.best[:10]} while it ran")
         best = best_now.median
@@ -207,38 +220,52 @@ async def _judge(
                 f" {MARGIN:g} x noise {level:g}, every reading apart)"
             )
             return revert("no_gain", why)
+        overfit = await measure_holdout(climb, try_no, commit, base)
+        if overfit:  # better on the metric alone: not kept (and `--stop-on-overfit` ends the climb)
+            return revert("overfit", overfit)
         refused = await climb.integration.land(commit, base)
         if refused is not None:
             return revert("stale", refused)
         climb.record(ce.TryKept(try_no=try_no, commit=commit, median=measured.median, previous=best))
-        await measure_holdout(climb, try_no, commit, base)
     return None
 
 
-async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str = "") -> None:
-    """The sealed holdout on `commit` (the base: `try_no` 0, else a kept best, measured interleaved
-    with the `previous` best). Its readings go into the log only: never into a prompt."""
-    if climb.holdout is None:
-        return
+async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str = "") -> str:
+    """The sealed holdout on `commit` (the base: `try_no` 0, else a try better on the metric, measured
+    interleaved with the `previous` best), before anything is kept. Its readings go into the log only:
+    never into a prompt. Why the try must not be kept — the holdout did not follow the metric (its
+    median not better than the best's beside it by `MARGIN` x the noise: a looser test than the
+    metric's, which also wants every reading apart; the holdout is a check, not the score), failed on
+    it, or answered otherwise than the best — else "" (also without a holdout, or one that failed on
+    the base: reported there)."""
     state = climb.fold.catch_up()
     assert state.started is not None
+    if climb.holdout is None or (try_no and (state.holdout_error or state.holdout_base is None)):
+        return ""
     repeat, label = state.started.repeat, f"holdout-{try_no}"
     pair = await climb.holdout.compare((commit, previous) if previous else (commit,), repeat, label)
     measured, before = pair[0], pair[-1]
     level = max(state.holdout_noise, noise(measured.values), noise(before.values)) if measured.values else 0.0
     goal: Goal = "max" if state.started.goal == "max" else "min"
-    overfit = bool(
-        previous
-        and not measured.error
-        and not before.error
-        and not clearly_better(goal, measured.values, before.values, level)
-    )
+    why = ""
+    if previous and before.error:
+        why = f"the holdout failed on the best beside it: {before.error}"
+    elif previous and measured.error:
+        why = f"the holdout failed on it: {measured.error}"
+    elif previous and (differs := answer_differs(measured, before)):
+        why = f"holdout {differs}"
+    elif previous and not better(goal, measured.median, before.median, level):
+        why = (
+            f"overfitting: the sealed holdout did not follow the metric (median {measured.median:g} vs"
+            f" the best's {before.median:g} beside it, noise {level:g})"
+        )
     climb.record(
         ce.HoldoutMeasured(
             try_no=try_no, commit=commit, values=list(measured.values), error=measured.error or before.error,
-            median=measured.median if measured.values else 0.0, noise=level, overfit=overfit,
+            median=measured.median if measured.values else 0.0, noise=level, overfit=bool(why),
         )
     )  # fmt: skip
+    return why
 
 
 __all__ = ["Climb", "guard_findings", "measure_holdout", "one_try", "prompt_for"]

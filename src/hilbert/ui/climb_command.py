@@ -33,6 +33,21 @@ if TYPE_CHECKING:
 )
 @click.option("--metric", help="The command that prints the number, on its last line of output.")
 @click.option(
+    "--metric-kind",
+    "metric_kind",
+    type=click.Choice(["number", "time"]),
+    default="number",
+    show_default=True,
+    help="time: the harness times the metric's whole process tree (CPU seconds) and reads no number; "
+    "number: the number it prints on its last line is the score.",
+)
+@click.option(
+    "--check",
+    default="",
+    help="A command whose output is the answer a try must keep (default: the metric's output without "
+    "its number), run by the harness beside the metric with the same input seed.",
+)
+@click.option(
     "--goal", type=click.Choice(["min", "max"]), default="min", show_default=True, help="Which way is better."
 )
 @click.option(
@@ -96,7 +111,8 @@ if TYPE_CHECKING:
 def climb(
     repo: Path, metric: str | None, goal: str, explorers: int, tries: int, max_cost: float, max_time: float,
     repeat: int, renoise_every: int, guards: tuple[str, ...], run_id: str | None, resume: bool,
-    show_status: bool, yes: bool, holdout: str, stop_on_overfit: bool, **options: Any,
+    show_status: bool, yes: bool, holdout: str, stop_on_overfit: bool, metric_kind: str, check: str,
+    **options: Any,
 ) -> None:  # fmt: skip
     """Climb a metric: explorers try ideas, the harness measures each, keeps the better, reverts the rest."""
     from hilbert.climb.driver import ClimbOptions
@@ -124,7 +140,7 @@ def climb(
             raise UserError(f"{repo} is not a git repository", hint="pass --repo DIR of a git checkout")
         chosen = ClimbOptions(
             repo, metric, goal, settings.commands.test, explorers, tries, repeat, renoise_every,
-            max_cost, max_time, guards, holdout, stop_on_overfit,
+            max_cost, max_time, guards, holdout, stop_on_overfit, metric_kind, check,
         )  # fmt: skip
         if not yes and not click.confirm(f"Climb `{metric}` ({goal}) with {explorers} explorers?"):
             return

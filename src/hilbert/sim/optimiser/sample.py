@@ -2,7 +2,9 @@
 
 pairs.py        count_pairs(values, target): how many index pairs i < j sum to target — O(n²)
 test_pairs.py   its tests (small inputs, duplicates, negatives)
-bench.py        times count_pairs on 1,200 seeded numbers and prints the seconds (the metric)
+bench.py        count_pairs on 2,000 seeded numbers: prints the count (its answer), then the seconds
+                (the metric: read as printed, or timed by the harness with `--metric-kind time`); the
+                seed is the harness's (`HILBERT_CLIMB_SEED`) when it gives one, else 7
 holdout.py      the same on other numbers (a sealed holdout: written outside the repository)
 """
 
@@ -38,15 +40,16 @@ def test_negatives_and_none():
     assert count_pairs([], 0) == 0
 """
 
-BENCH = """import random
+BENCH = """import os
+import random
 import time
 
 from pairs import count_pairs
 
-rng = random.Random(7)
+rng = random.Random(int(os.environ.get("HILBERT_CLIMB_SEED", "7")))
 values = [rng.randrange(1000) for _ in range({n})]
 start = time.process_time()
-count_pairs(values, 1000)
+print("pairs", count_pairs(values, 1000))
 print(f"{{time.process_time() - start:.6f}}")
 """
 
@@ -60,11 +63,11 @@ from pairs import count_pairs  # noqa: E402
 rng = random.Random(11)
 values = [rng.randrange(500) for _ in range({n})]
 start = time.process_time()
-count_pairs(values, 500)
+print("pairs", count_pairs(values, 500))
 print(f"{{time.process_time() - start:.6f}}")
 """
 
-N = 1200
+N = 2000  # the pair count's work (~0.1 s of CPU) well above a Python's start (~0.03 s)
 METRIC = "python bench.py"
 TESTS_COMMAND = "python -m pytest -q -p no:cacheprovider test_pairs.py"
 

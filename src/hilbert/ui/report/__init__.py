@@ -2,14 +2,17 @@
 
 `report_html(view)` renders a `RunView` (`hilbert.views`) with its plots (`plots`, matplotlib's SVG
 backend) into the page (`page`); `write_report(store, run, path)` reads the run's log and writes the
-file. Importing this package imports matplotlib: the CLI does it inside the command only.
+file; a climb run (`hilbert.climb`) gets its own page instead (`climb`: progress plot, leaderboard,
+every try). Importing this package imports matplotlib: the CLI does it inside the command only.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from hilbert.climb.state import ClimbFold, is_climb
 from hilbert.store import EventStore
+from hilbert.ui.report.climb import climb_html
 from hilbert.ui.report.page import render
 from hilbert.ui.report.plots import agents_svg, spend_svg, timeline_svg
 from hilbert.views import RunLog, RunView
@@ -28,6 +31,9 @@ def report_html(view: RunView) -> str:
 
 def write_report(store: EventStore, run: str, path: Path) -> Path:
     """Write the report of `run` (as its log stands now) to `path`; the path written."""
+    if is_climb(store, run):
+        path.write_text(climb_html(ClimbFold(store, run).catch_up()), encoding="utf-8")
+        return path
     path.write_text(report_html(RunLog.read(store, run).view()), encoding="utf-8")
     return path
 
