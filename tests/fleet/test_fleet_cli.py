@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from fleet_support import commit_all
@@ -17,6 +18,8 @@ from hilbert.fleet.names import to_id
 from hilbert.fleet.plan import parse_plan
 from hilbert.sim.sample import generate_sample_project
 from hilbert.testing.fake_server import FakeServer
+from hilbert.testing.fake_server.responder import Conversation, Reply, Responder
+from hilbert.testing.fake_server.responders import make_responder
 
 
 def hilbert(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -167,6 +170,24 @@ def test_fleet_commands_refuse_bad_input_in_one_line(tmp_path: Path) -> None:
     )
 
 
+class HeldAtSecondCall:
+    """A responder whose second answer waits until `release` is set (at most 100 s: under the client's
+    120 s timeout), so that what a test does between an agent's model calls lands while it works."""
+
+    def __init__(self, inner: Responder) -> None:
+        self.inner, self.calls, self.release = inner, 0, threading.Event()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def reply(self, conversation: Conversation) -> Reply:
+        self.calls += 1
+        if self.calls == 2:
+            self.release.wait(timeout=100)
+        return self.inner.reply(conversation)
+
+
 def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
     project = generate_sample_project(tmp_path / "repo", 5, bugs=3)
     commit_all(project.path)
@@ -177,8 +198,10 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
         "verify: python -m pytest -q tests/test_numbers.py\nclaims: [quickbits/numbers.py]\n```\n"
     )
     env = {**command_env(hilbert_python_first=True), "HILBERT_HOME": str(tmp_path / "home")}
-    # slow enough that the person's send, ask and stop land before the task is done, even on a loaded machine
-    with FakeServer("engineer", latency="ttft=1.5,tps=inf") as engineer:
+    # the engineer's second answer waits for the person's send, ask and stop: on a loaded machine each
+    # command takes seconds, and a fixed latency let the task finish first (seen at load 15)
+    held = HeldAtSecondCall(make_responder("engineer"))
+    with FakeServer(held, latency="ttft=0.2,tps=inf") as engineer:
         fleet = subprocess.Popen(
             [
                 sys.executable,
@@ -210,8 +233,10 @@ def test_send_ask_logs_and_stop_on_a_running_fleet(tmp_path: Path) -> None:
             assert "no agent" in hilbert("ask", "nobody", cwd=tmp_path).stderr
             stopped = hilbert("stop", cwd=tmp_path)
             assert stopped.returncode == 0 and "stop requested" in stopped.stdout
+            held.release.set()
             out, err = fleet.communicate(timeout=120)
         finally:
+            held.release.set()
             if fleet.poll() is None:
                 fleet.kill()
                 fleet.communicate()

@@ -124,7 +124,8 @@ def test_events_another_writer_appends_appear_within_a_poll(tmp_path: Path, flee
                 assert now[3] == str(int(turns) + 1)
                 assert now[4] == f"{int(tokens.replace(',', '')) + 1_000_007:,}"
                 column = app.query_one("#agents", DataTable).columns["tokens"]
-                assert column.content_width >= len(now[4])  # shown whole, not cut at the old width
+                # shown whole, not cut at the old width: the table measures its columns on its next refresh
+                await until(pilot, lambda: column.content_width >= len(now[4]), "the tokens column widened")
                 await until(pilot, lambda: "looking again at done.txt" in transcript(app), "the new reply")
                 await until(pilot, lambda: "one more thing" in text_of(app, "messages"), "the message")
 
