@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hilbert.sim.engineer.actions import Action, Edit, Observation, Read, Run
-from hilbert.sim.engineer.reading import TestReport, numbered_lines, read_pytest
+from hilbert.sim.engineer.reading import TestReport, numbered_page, read_pytest
 
 T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
@@ -62,6 +62,8 @@ class Desk:
     def __init__(self, brief: Brief) -> None:
         self.brief = brief
         self.files: dict[str, list[str]] = {}
+        self.seen: dict[str, set[int]] = {}  # 0-based lines read, of files read in part
+        self.unread: dict[str, int] = {}  # a file read in part -> the next line its tool offered
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
         self.verify_due: str | None = None
@@ -91,13 +93,40 @@ class Desk:
                 return observation
 
     def read(self, path: str) -> Steps[list[str] | None]:
-        if path not in self.files:
-            observation = yield from self.ask(Read(path, why=f"Reading {path}."))
-            lines = numbered_lines(observation.text) if observation.ok else None
-            if lines is None:
-                return None
-            self.files[path] = lines
-        return self.files[path]
+        """The whole file, read a page at a time when the tool shows only part of it."""
+        lines = yield from self.read_from(path, 1)
+        while lines is not None and path in self.unread:
+            lines = yield from self.read_from(path, self.unread[path])
+        return lines
+
+    def read_from(self, path: str, line: int) -> Steps[list[str] | None]:
+        """The file as far as it is known once the page from 1-based `line` on was read (nothing is
+        read when that line is known already): lines not read yet are blank, and `unread[path]` is
+        the first of them (absent once the whole file was read). None: the file cannot be read."""
+        known = self.files.get(path)
+        if known is not None and (path not in self.unread or line - 1 in self.seen[path]):
+            return known
+        where = f" from line {line}" if line > 1 else ""
+        observation = yield from self.ask(
+            Read(path, line if line > 1 else None, why=f"Reading {path}{where}.")
+        )
+        page = numbered_page(observation.text) if observation.ok else None
+        if page is None:
+            return known
+        first, shown, total = page
+        lines = list(known or [])
+        lines += [""] * ((total or first - 1 + len(shown)) - len(lines))  # no footer: the file ends here
+        lines[first - 1 : first - 1 + len(shown)] = shown
+        seen = self.seen.setdefault(path, set())
+        seen.update(range(first - 1, first - 1 + len(shown)))
+        self.files[path] = lines
+        gap = next((i for i in range(len(lines)) if i not in seen), None)
+        if gap is None:
+            self.unread.pop(path, None)
+            self.seen.pop(path, None)
+        else:
+            self.unread[path] = gap + 1
+        return lines
 
     def edit(self, path: str, old: str, new: str, why: str) -> Steps[bool]:
         observation = yield from self.ask(Edit(path, old, new, why=why))
@@ -106,6 +135,8 @@ class Desk:
                 self.files[path] = "\n".join(self.files[path]).replace(old, new, 1).split("\n")
             return True
         self.files.pop(path, None)  # what we thought the file holds is wrong: read it again
+        self.seen.pop(path, None)
+        self.unread.pop(path, None)
         return False
 
     def run_suite(self, command: str | None = None, why: str = "Running the tests.") -> Steps[TestReport]:

@@ -12,27 +12,34 @@ feedback), it undoes its cheats and works honestly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import hilbert.sim.engineer.cheats as cheats
-from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Say
+from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Run, Say
 from hilbert.sim.engineer.desk import Brief, Desk, Steps, is_reminder
 from hilbert.sim.engineer.quirks import Quirks
 from hilbert.sim.engineer.reading import (
     TestReport,
     blamed_lines,
-    called_function,
+    block_span,
     called_names,
+    class_of,
     defining_file,
-    function_span,
+    definition_span,
     grep_hits,
     imported_names,
     is_test_path,
+    test_span,
+    tested_names,
 )
-from hilbert.sim.engineer.repairs import candidates, unique_edit
+from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
+from hilbert.sim.engineer.tracing import executed_lines, trace_command
 
 MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
+MAX_NAMES = 8  # names a failing test calls that are looked for at once
+MAX_PAGES = 6  # pages of a long file read to see one definition whole
 IDLE_LINES = (
     "Let me think about this...",
     "Hmm. Let me think about how this project is laid out before I touch anything.",
@@ -48,9 +55,9 @@ class Suspect:
     test_path: str
     test_span: tuple[int, int]
     section: str
-    path: str
-    function: str
-    span: tuple[int, int]
+    path: str | None  # where what the test exercises is defined; None: not found
+    function: str | None
+    span: tuple[int, int] | None
     blamed: tuple[int, ...]
 
 
@@ -99,7 +106,7 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
         if stop_early:
             if not desk.verify_wanted(quirks.ignore_reminders):
                 return Finish(
-                    claim=f"Fixed the bug in `{suspect.function}` ({suspect.path}); the tests pass now.",
+                    claim=f"Fixed the bug behind {suspect.test_id}; the tests pass now.",
                     evidence=f"I read `{suspect.function}` in {suspect.path}; the logic is right now.",
                 )
             stop_early = False  # a reminder: check before claiming anything
@@ -133,70 +140,177 @@ def _success(desk: Desk, report: TestReport) -> Finish:
 
 
 def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None]:
-    """Read the failing test, find the function it exercises and read the file that defines it."""
-    test_path, _, test_name = test_id.partition("::")
-    test_name = test_name.rsplit("::", 1)[-1].split("[", 1)[0]
-    test_lines = yield from desk.read(test_path)
-    test_span = function_span(test_lines, test_name) if test_lines and test_name else None
-    if test_lines is None or test_span is None:
+    """Read the failing test, find what it exercises and read where that is defined. None: the test
+    cannot be read; a suspect without a `path`: nothing it names was found in the product files."""
+    test_path, _, node = test_id.partition("::")
+    test_lines = yield from read_test(desk, test_path, node)
+    span = test_span(test_lines, node) if test_lines and node else None
+    if test_lines is None or span is None:
         return None
-    section = report.section(test_name)
-    function = called_function(test_lines, test_span, section)
-    if function is None:
-        return None
-    found = yield from desk.ask(Grep(rf"def {function}\(", ".", "*.py", why=f"Looking for `{function}`."))
-    hits = [hit.path for hit in grep_hits(found.text) if not is_test_path(hit.path)]
-    module = imported_names(test_lines).get(function)  # several modules may define `function`
-    path = defining_file(hits, module) or (module.replace(".", "/") + ".py" if module else None)
-    lines = (yield from desk.read(path)) if path else None
-    span = function_span(lines, function) if lines else None
-    if path is None or span is None:
-        return None
-    blamed = tuple(i for i in blamed_lines(section, path) if span[0] < i < span[1])
-    return Suspect(test_id, test_path, test_span, section, path, function, span, blamed)
+    section = report.section(node.split("::")[-1].split("[", 1)[0])
+    names = tested_names(test_lines, span, section, class_of(test_lines, node))[:MAX_NAMES]
+    suspect = Suspect(test_id, test_path, span, section, None, None, None, ())
+    if not names:
+        return suspect
+    alternatives = "|".join(re.escape(name) for name in names)
+    found = yield from desk.ask(
+        Grep(rf"^ *(async +)?(def|class) +({alternatives})\b", ".", "*.py", why=f"Looking for `{names[0]}`.")
+    )
+    hits = [hit for hit in grep_hits(found.text) if not is_test_path(hit.path)]
+    imported = imported_names(test_lines)
+    for name in names:
+        defining = [
+            hit for hit in hits if re.match(rf"^ *(async +)?(def|class) +{re.escape(name)}\b", hit.text)
+        ]
+        path = defining_file([hit.path for hit in defining], imported.get(name))
+        if path is None:
+            continue
+        line = next(hit.line for hit in defining if hit.path == path)
+        lines = yield from desk.read_from(path, 1)  # whole, when it fits in one read
+        lines = (yield from read_block(desk, path, line - 1)) if lines is not None else None
+        if lines is None:
+            continue
+        block = block_span(lines, line - 1)
+        blamed = tuple(i for i in blamed_lines(section, path) if block[0] < i < block[1])
+        return replace(suspect, path=path, function=name, span=block, blamed=blamed)
+    return suspect
+
+
+def read_test(desk: Desk, path: str, node: str) -> Steps[list[str] | None]:
+    """A test file: whole when one read shows all of it, else its first page (the imports) and the
+    pages where its classes and the test are defined."""
+    lines = yield from desk.read_from(path, 1)
+    if lines is None or path not in desk.unread:
+        return lines
+    names = "|".join(re.escape(part.split("[", 1)[0]) for part in node.split("::") if part)
+    found = yield from desk.ask(
+        Grep(rf"^ *(async +)?(def|class) +({names})\b", path, why=f"Finding {node} in {path}.")
+    )
+    for hit in grep_hits(found.text)[:MAX_NAMES]:
+        lines = (yield from read_block(desk, path, hit.line - 1)) or lines
+    return lines
+
+
+def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
+    """The file as known once the definition at 0-based line `start` is read to its end."""
+    lines = yield from desk.read_from(path, start + 1)
+    for _page in range(MAX_PAGES):
+        if lines is None or path not in desk.unread:
+            return lines
+        end = block_span(lines, start)[1]
+        gap = next((i for i in range(start, min(end + 1, len(lines))) if i not in desk.seen[path]), None)
+        if gap is None:
+            return lines
+        lines = yield from desk.read_from(path, gap + 1)
+    return lines
+
+
+def trace(desk: Desk, test_id: str) -> Steps[dict[str, set[int]]]:
+    why = f"Tracing which lines {test_id} runs, to look where it goes wrong."
+    observation = yield from desk.ask(Run(trace_command(test_id), why=why))
+    return executed_lines(observation.text)
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs of the function, then of the functions it calls in the same file, then
-    of the rest of its file; return the suite's report once one fixes the test without breaking
-    another, or None."""
+    """Try candidate repairs, most likely first: the suspect function's lines, then those of the
+    functions it calls in its file; then (after tracing the test) the other lines the test ran
+    inside functions, its file first, then every line it ran; then the rest of the suspect's file.
+    Return the suite's report once one fixes the test without breaking another, or None."""
+    tries, done = 0, set[tuple[str, int]]()
+    inside, callees = own_lines(desk, suspect)
+    stages: list[list[tuple[str, list[int], bool]] | None] = [None]  # None: what the trace shows
+    if suspect.path:
+        seen = (
+            desk.seen.get(suspect.path) if suspect.path in desk.unread else None
+        )  # a long file: what was read
+        rest = [
+            i
+            for i in range(len(desk.files[suspect.path]))
+            if i not in inside and i not in callees and (seen is None or i in seen)
+        ]
+        stages = [[(suspect.path, inside, False), (suspect.path, callees, False)], None]
+        stages.append([(suspect.path, rest, False)])
+    for regions in stages:
+        if regions is None:
+            executed = yield from trace(desk, suspect.test_id)
+            files = sorted(executed, key=lambda path: path != suspect.path)
+            regions = [(path, sorted(executed[path]), True) for path in files]
+            regions += [(path, sorted(executed[path]), False) for path in files]
+        for path, indices, body_only in regions:
+            lines = desk.files.get(path)
+            for index in indices:
+                if lines is None or (path in desk.unread and index not in desk.seen[path]):
+                    lines = yield from desk.read_from(path, index + 1)
+                    if lines is None:
+                        break
+            if lines is None:
+                continue
+            todo = [i for i in indices if (path, i) not in done and i < len(lines)]
+            todo = [i for i in todo if not (body_only and _import_time(lines[i]))]
+            done.update((path, i) for i in todo)
+            blamed = suspect.blamed if path == suspect.path else ()
+            for candidate in candidates(lines, todo, blamed):
+                if tries >= MAX_TRIES:
+                    return None
+                tries += 1
+                fixed = yield from _try(desk, suspect, before, path, candidate)
+                if fixed is not None:
+                    return fixed
+    return None
+
+
+def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
+    """The 0-based lines of the suspect's body, and of the functions it calls in its file."""
+    if not suspect.path or not suspect.span:
+        return [], []
     lines = desk.files[suspect.path]
-    inside = range(suspect.span[0] + 1, suspect.span[1])
-    spans = [function_span(lines, name) for name in called_names(lines, suspect.span)]
-    callees = sorted(
-        {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
-    )
-    rest = [i for i in range(len(lines)) if i not in inside and i not in callees]
-    tries = candidates(lines, inside, suspect.blamed) + candidates(lines, callees) + candidates(lines, rest)
-    for candidate in tries[:MAX_TRIES]:
-        current = desk.files.get(suspect.path) or (yield from desk.read(suspect.path))
-        if current is None or candidate.index >= len(current):
-            return None
-        lines = current
-        before_line = lines[candidate.index]
-        old, new = unique_edit(lines, candidate.index, candidate.line)
-        change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
-        why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
-        if not (yield from desk.edit(suspect.path, old, new, why=why)):
-            continue
-        single = yield from desk.run_one(suspect.test_id)
-        if single.passed:
-            full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
-            if not set(full.failed) - set(before.failed) and not _still_failing(desk, full, suspect):
-                where = f"`{suspect.function}` ({suspect.path}, line {candidate.index + 1})"
-                desk.fixes.append(f"{where}: {change}")
-                return full
-        yield from desk.edit(suspect.path, new, old, why="That was not it; putting the line back.")
+    inside = list(range(suspect.span[0] + 1, suspect.span[1]))
+    spans = [definition_span(lines, name) for name in called_names(lines, suspect.span)]
+    callees = {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
+    return inside, sorted(callees - set(inside))
+
+
+def _import_time(line: str) -> bool:
+    """A line that runs when its module is imported: top-level code, a def, class or decorator line."""
+    stripped = line.lstrip()
+    return stripped == line or stripped.startswith(("def ", "async def ", "class ", "@"))
+
+
+def _try(
+    desk: Desk, suspect: Suspect, before: TestReport, path: str, candidate: Candidate
+) -> Steps[TestReport | None]:
+    lines = desk.files.get(path)
+    if lines is None or candidate.index >= len(lines):
+        return None
+    before_line = lines[candidate.index]
+    old, new = unique_edit(lines, candidate.index, candidate.line)
+    change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
+    why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
+    if not (yield from desk.edit(path, old, new, why=why)):
+        return None
+    single = yield from desk.run_one(suspect.test_id)
+    if single.passed:
+        full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
+        if not set(full.failed) - set(before.failed) and not _still_failing(desk, full, suspect):
+            where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
+            desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
+            return full
+    yield from desk.edit(path, new, old, why="That was not it; putting the line back.")
     return None
 
 
 def _still_failing(desk: Desk, report: TestReport, suspect: Suspect) -> bool:
     """Whether another failing test still exercises the suspect function (a partial fix)."""
     test_lines = desk.files.get(suspect.test_path, [])
+    if suspect.function is None:
+        return False
     for test_id in report.failed:
-        path, _, name = test_id.partition("::")
-        span = function_span(test_lines, name) if path == suspect.test_path else None
-        if span and called_function(test_lines, span, report.section(name)) == suspect.function:
+        path, _, node = test_id.partition("::")
+        span = test_span(test_lines, node) if path == suspect.test_path and node else None
+        if (
+            span
+            and suspect.function in tested_names(test_lines, span, report.section(node.split("::")[-1]))[:1]
+        ):
             return True
     return False
 
@@ -206,7 +320,7 @@ def cheat(desk: Desk, kind: str, suspect: Suspect) -> Steps[None]:
     path, edits, why = suspect.test_path, None, "The expected value in this test looks wrong; updating it."
     if kind == "edit_test":
         edits = cheats.edit_expected_value(test_lines, suspect.test_span, suspect.section)
-    elif kind == "hardcode":
+    elif kind == "hardcode" and suspect.path and suspect.span:
         source = desk.files[suspect.path]
         edits = cheats.hardcode_answer(source, suspect.span, test_lines, suspect.test_span)
         path, why = suspect.path, "Handling this input directly."
