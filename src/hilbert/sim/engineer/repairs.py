@@ -9,6 +9,8 @@ lines, so an exact-replacement edit tool accepts them.
 
 from __future__ import annotations
 
+import functools
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,9 +38,42 @@ def candidates(lines: list[str], indices: Sequence[int], blamed: Sequence[int] =
 
 
 def _compiles(lines: list[str], candidate: Candidate) -> bool:
+    """Whether the file still compiles with the candidate. A file known only in part (the lines not
+    read are blank) may not compile as known: then the candidate's own function must."""
     changed = [*lines[: candidate.index], candidate.line, *lines[candidate.index + 1 :]]
+    if _parses("\n".join(changed)):
+        return True
+    if _parses("\n".join(lines)):
+        return False
+    start = _enclosing(lines, candidate.index)
+    if start is None:
+        line = candidate.line.strip()  # alone, as the body of a function (it may `return`)
+        return _parses(f"def _():\n    {line}" + ("\n        pass" if line.endswith(":") else ""))
+    end = start + 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    while end < len(lines) and (
+        not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+    ):
+        end += 1
+    return _parses(textwrap.dedent("\n".join(changed[start:end])))
+
+
+def _enclosing(lines: list[str], index: int) -> int | None:
+    """The 0-based line of the innermost `def` holding line `index`, if any."""
+    indent = len(lines[index]) - len(lines[index].lstrip())
+    for start in range(index - 1, -1, -1):
+        text = lines[start]
+        if text.strip() and len(text) - len(text.lstrip()) < indent:
+            if text.lstrip().startswith(("def ", "async def ")):
+                return start
+            indent = len(text) - len(text.lstrip())
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _parses(source: str) -> bool:
     try:
-        compile("\n".join(changed) + "\n", "<candidate>", "exec")
+        compile(source + "\n", "<candidate>", "exec")
     except (SyntaxError, ValueError):
         return False
     return True

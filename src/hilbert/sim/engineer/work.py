@@ -205,7 +205,7 @@ def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
     return lines
 
 
-def trace(desk: Desk, test_id: str) -> Steps[dict[str, set[int]]]:
+def trace(desk: Desk, test_id: str) -> Steps[tuple[dict[str, set[int]], dict[str, set[int]]]]:
     why = f"Tracing which lines {test_id} runs, to look where it goes wrong."
     observation = yield from desk.ask(Run(trace_command(test_id), why=why))
     return executed_lines(observation.text)
@@ -214,11 +214,12 @@ def trace(desk: Desk, test_id: str) -> Steps[dict[str, set[int]]]:
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
     """Try candidate repairs, most likely first: the suspect function's lines, then those of the
     functions it calls in its file; then (after tracing the test) the other lines the test ran
-    inside functions, its file first, then every line it ran; then the rest of the suspect's file.
+    inside functions, its file first, then those that ran as modules loaded; then the rest of the
+    suspect's file.
     Return the suite's report once one fixes the test without breaking another, or None."""
     tries, done = 0, set[tuple[str, int]]()
     inside, callees = own_lines(desk, suspect)
-    stages: list[list[tuple[str, list[int], bool]] | None] = [None]  # None: what the trace shows
+    stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
     if suspect.path:
         seen = (
             desk.seen.get(suspect.path) if suspect.path in desk.unread else None
@@ -228,15 +229,16 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             for i in range(len(desk.files[suspect.path]))
             if i not in inside and i not in callees and (seen is None or i in seen)
         ]
-        stages = [[(suspect.path, inside, False), (suspect.path, callees, False)], None]
-        stages.append([(suspect.path, rest, False)])
+        stages = [[(suspect.path, inside), (suspect.path, callees)], None, [(suspect.path, rest)]]
     for regions in stages:
         if regions is None:
-            executed = yield from trace(desk, suspect.test_id)
-            files = sorted(executed, key=lambda path: path != suspect.path)
-            regions = [(path, sorted(executed[path]), True) for path in files]
-            regions += [(path, sorted(executed[path]), False) for path in files]
-        for path, indices, body_only in regions:
+            executed, loaded = yield from trace(desk, suspect.test_id)
+            first = sorted(executed, key=lambda path: path != suspect.path)
+            regions = [(path, sorted(executed[path])) for path in first]
+            regions += [
+                (path, sorted(loaded[path])) for path in sorted(loaded, key=lambda p: p != suspect.path)
+            ]
+        for path, indices in regions:
             lines = desk.files.get(path)
             for index in indices:
                 if lines is None or (path in desk.unread and index not in desk.seen[path]):
@@ -246,7 +248,6 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             if lines is None:
                 continue
             todo = [i for i in indices if (path, i) not in done and i < len(lines)]
-            todo = [i for i in todo if not (body_only and _import_time(lines[i]))]
             done.update((path, i) for i in todo)
             blamed = suspect.blamed if path == suspect.path else ()
             for candidate in candidates(lines, todo, blamed):
@@ -268,12 +269,6 @@ def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
     spans = [definition_span(lines, name) for name in called_names(lines, suspect.span)]
     callees = {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
     return inside, sorted(callees - set(inside))
-
-
-def _import_time(line: str) -> bool:
-    """A line that runs when its module is imported: top-level code, a def, class or decorator line."""
-    stripped = line.lstrip()
-    return stripped == line or stripped.startswith(("def ", "async def ", "class ", "@"))
 
 
 def _try(

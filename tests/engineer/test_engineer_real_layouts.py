@@ -1,0 +1,129 @@
+"""The engineer on layouts real libraries have and the sample projects do not: a package under src/,
+a module longer than one read_file answer, unittest classes whose tests share names and come from a
+mixin, a function under test named by a class attribute, and a bug in a module the test reaches
+only through another one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from engineer_testkit import FAST
+
+from hilbert.sim.engineer import EngineerResponder
+from hilbert.sim.engineer.harness import COMPACTED, Episode, drive, tool_arguments
+from hilbert.sim.sample import generate_sample_project
+
+FILLER = "".join(
+    f'\n\ndef filler_{n}(value):\n    """Filler number {n}, long enough to need many pages."""\n'
+    f"    return value * {n} + {n % 7}\n"
+    for n in range(300)
+)
+LIBRARY = {
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["src"]\n',
+    "src/shapes/__init__.py": "from shapes.core import Box, doubled\n",
+    "src/shapes/core.py": (
+        "from shapes import helpers\n\n\n"
+        "class Box:\n"
+        "    def __init__(self, w, h):\n"
+        "        self.w = w\n"
+        "        self.h = h\n\n"
+        "    def area(self):\n"
+        "        return helpers.product(self.w, self.h)\n\n\n"
+        "def doubled(value):\n"
+        "    return value * 2\n"
+    ),
+    "src/shapes/helpers.py": "def product(a, b):\n    return a * b\n",
+    "src/shapes/long.py": f'"""A long module."""\n{FILLER}\n\ndef far_end(value):\n    return value + 1\n',
+    "tests/__init__.py": "",
+    "tests/test_shapes.py": (
+        "import unittest\n\n"
+        "import shapes\n"
+        "from shapes import long\n\n\n"
+        "class CheckMixin:\n"
+        "    def test_twice(self):\n"
+        "        self.assertEqual(self.FUNC(4), 8)\n\n\n"
+        "class DoubledTest(unittest.TestCase, CheckMixin):\n"
+        "    FUNC = staticmethod(shapes.doubled)\n\n"
+        "    def test_value(self):\n"
+        "        self.assertEqual(shapes.doubled(1), 2)\n\n\n"
+        "class BoxTest(unittest.TestCase):\n"
+        "    def test_value(self):\n"
+        "        box = shapes.Box(2, 3)\n"
+        "        self.assertEqual(box.area(), 6)\n\n\n"
+        "class FarTest(unittest.TestCase):\n"
+        "    def test_far_end(self):\n"
+        "        self.assertEqual(long.far_end(1), 2)\n"
+    ),
+}
+
+
+def make_library(root: Path, bug: tuple[str, str, str]) -> Path:
+    for name, text in LIBRARY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    path, old, new = bug
+    text = (root / path).read_text()
+    assert text.count(old) == 1, old
+    (root / path).write_text(text.replace(old, new))
+    return root
+
+
+def run_tests(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=root, env={**os.environ, **FAST}, capture_output=True, text=True)
+
+
+def solve(root: Path, test_id: str) -> Episode:
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q {test_id}` passes."
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    responder = EngineerResponder.from_options({}, seed=1)
+    return asyncio.run(drive(responder, root, task, system=prompt, env=FAST, read_limit=4000))
+
+
+def test_a_bug_past_the_first_page_of_a_long_module_is_read_in_parts_and_fixed(tmp_path: Path) -> None:
+    root = make_library(tmp_path, ("src/shapes/long.py", "return value + 1", "return value - 1"))
+    assert len((root / "src/shapes/long.py").read_text()) > 12_000
+    episode = solve(root, "tests/test_shapes.py::FarTest::test_far_end")
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(root).returncode == 0
+    reads = tool_arguments(episode.messages, "read_file")
+    assert any(r["path"] == "src/shapes/long.py" and r.get("start_line", 1) > 1 for r in reads), reads
+    pages = [r for r in reads if r["path"] == "src/shapes/long.py"]
+    assert len(pages) <= 3, pages  # the page where the function is, not the whole module
+
+
+def test_a_mixin_test_is_found_in_its_base_class_and_the_class_attribute_names_the_function(
+    tmp_path: Path,
+) -> None:
+    root = make_library(tmp_path, ("src/shapes/core.py", "return value * 2", "return value * 3"))
+    episode = solve(root, "tests/test_shapes.py::DoubledTest::test_twice")
+    assert episode.claim.startswith("Fixed `doubled`"), episode.claim
+    assert run_tests(root).returncode == 0
+    greps = tool_arguments(episode.messages, "grep")
+    assert all("assertEqual" not in g["pattern"] and "FUNC" not in g["pattern"] for g in greps), greps
+
+
+def test_a_bug_in_a_module_reached_through_another_is_found_by_tracing_the_test(tmp_path: Path) -> None:
+    root = make_library(tmp_path, ("src/shapes/helpers.py", "return a * b", "return a // b"))
+    assert run_tests(root, "tests/test_shapes.py::DoubledTest::test_value").returncode == 0  # same name
+    episode = solve(root, "tests/test_shapes.py::BoxTest::test_value")
+    assert episode.claim.startswith("Fixed") and "src/shapes/helpers.py" in episode.claim, episode.claim
+    assert run_tests(root).returncode == 0
+    commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+    assert any("settrace" in c and "BoxTest::test_value" in c for c in commands), commands
+
+
+def test_a_compacted_conversation_starts_the_engineer_over_and_the_work_gets_done(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "p", 5, bugs=4)
+    responder = EngineerResponder.from_options({}, seed=project.seed)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(
+        drive(responder, project.path, project.task, system=prompt, env=FAST, compact_over=24)
+    )
+    assert any(m.content == COMPACTED for m in episode.messages), "the run was never compacted"
+    assert episode.finished and episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(project.path).returncode == 0
