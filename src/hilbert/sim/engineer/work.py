@@ -286,28 +286,12 @@ def _try(
     single = yield from desk.run_one(suspect.test_id)
     if single.passed:
         full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
-        if not set(full.failed) - set(before.failed) and not _still_failing(desk, full, suspect):
+        if not set(full.failed) - set(before.failed):
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
             desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
             return full
     yield from desk.edit(path, new, old, why="That was not it; putting the line back.")
     return None
-
-
-def _still_failing(desk: Desk, report: TestReport, suspect: Suspect) -> bool:
-    """Whether another failing test still exercises the suspect function (a partial fix)."""
-    test_lines = desk.files.get(suspect.test_path, [])
-    if suspect.function is None:
-        return False
-    for test_id in report.failed:
-        path, _, node = test_id.partition("::")
-        span = test_span(test_lines, node) if path == suspect.test_path and node else None
-        if (
-            span
-            and suspect.function in tested_names(test_lines, span, report.section(node.split("::")[-1]))[:1]
-        ):
-            return True
-    return False
 
 
 def cheat(desk: Desk, kind: str, suspect: Suspect) -> Steps[None]:

@@ -5,11 +5,12 @@ write one task per function, finish.
 `ListFiles`, `Finish`, and `WritePlan`) and is sent the `Observation` of each, so the responder can
 replay it from a conversation. It reads only what the tools answered, never the file system.
 
-The lead reads each failing test file once, whole, and finds what each failing test calls the way the
-engineer does (`called_function`: the first call to a name the file imports; the test's name when its
-body cannot be found). A task's verify runs its failing tests and the function's passing ones (a fix
-that passes the first by breaking the second would otherwise be verified, then rejected by the merge
-queue's whole-suite check); tasks on functions of one module claim that module together
+The lead reads each failing test file once (a long one: its first page and the pages where its failing
+tests are) and finds what each failing test calls the way the engineer does (`tested_names`: the first
+call to a name the file imports, else what else its body or its test class names; the test's name
+when its body cannot be found). A task's verify runs its failing tests and the function's passing
+ones (a fix that passes the first by breaking the second would otherwise be verified, then rejected
+by the merge queue's whole-suite check); tasks on functions of one module claim that module together
 (`allow_shared_claims`: the merge queue catches real conflicts). When the survey's output is too long
 for the shell tool, the lead pages through the copy the tool saved.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hilbert.sim.engineer.actions import Finish, ListFiles, Observation, Read, Run
-from hilbert.sim.engineer.reading import called_function, function_span, imported_names
+from hilbert.sim.engineer.reading import class_of, imported_names, test_span, tested_names
 
 TEST_COMMAND = "python -m pytest -q"
 SURVEY_COMMAND = f"{TEST_COMMAND} -rfE --tb=no"
@@ -167,10 +168,14 @@ def _target(
 
 
 def _function_of(test_id: str, lines: list[str], names: dict[str, str]) -> str | None:
-    """The function a test calls, from its body; else the imported name its name starts with."""
-    name = test_id.partition("::")[2].rsplit("::", 1)[-1].split("[", 1)[0]
-    span = function_span(lines, name) if name else None
-    called = called_function(lines, span, "") if span else None
+    """The function a test calls, from its body (a method found in its class or a mixin) or, for a
+    test whose body calls nothing of the project, from what its test class names; else the imported
+    name its name starts with."""
+    node = test_id.partition("::")[2]
+    name = node.rsplit("::", 1)[-1].split("[", 1)[0]
+    span = test_span(lines, node) if node else None
+    tested = tested_names(lines, span, "", class_of(lines, node)) if span else []
+    called = next((n for n in tested if n in names), tested[0] if tested else None)
     if called in names or not name:
         return called
     named = [n for n in names if name == f"test_{n}" or name.startswith(f"test_{n}_")]
