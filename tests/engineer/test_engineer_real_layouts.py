@@ -127,3 +127,20 @@ def test_a_compacted_conversation_starts_the_engineer_over_and_the_work_gets_don
     assert any(m.content == COMPACTED for m in episode.messages), "the run was never compacted"
     assert episode.finished and episode.claim.startswith("Fixed"), episode.claim
     assert run_tests(project.path).returncode == 0
+
+
+def test_two_bugs_in_one_function_are_fixed_one_test_at_a_time(tmp_path: Path) -> None:
+    (tmp_path / "spread.py").write_text(
+        "def spread(value):\n    low = value - 2\n    high = value + 2\n    return low, high\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_spread.py").write_text(
+        "from spread import spread\n\n\ndef test_low():\n    assert spread(5)[0] == 4\n\n\n"
+        "def test_high():\n    assert spread(5)[1] == 6\n"
+    )
+    responder = EngineerResponder.from_options({}, seed=1)
+    task = "The tests fail (`python -m pytest -q`). Make them pass."
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST))
+    # fixing `low` leaves test_high failing on the same function: a step forward, not a wrong guess
+    assert episode.claim.startswith("Fixed") and episode.claim.count("`spread`") == 2, episode.claim
+    assert run_tests(tmp_path).returncode == 0
