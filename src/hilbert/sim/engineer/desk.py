@@ -20,6 +20,7 @@ T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
+_NOT_UNIQUE = re.compile(r"found [2-9]\d* times|not unique|more than once", re.IGNORECASE)
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _REMINDER = re.compile(r"\breminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
 _REMINDER_LINE = re.compile(r"^\W*reminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
@@ -134,6 +135,8 @@ class Desk:
             if path in self.files:
                 self.files[path] = "\n".join(self.files[path]).replace(old, new, 1).split("\n")
             return True
+        if _NOT_UNIQUE.search(observation.text):
+            return False  # the text is right but not unique in the file: the caller takes in more
         self.files.pop(path, None)  # what we thought the file holds is wrong: read it again
         self.seen.pop(path, None)
         self.unread.pop(path, None)

@@ -10,7 +10,10 @@ lines, so an exact-replacement edit tool accepts them.
 from __future__ import annotations
 
 import functools
+import io
+import re
 import textwrap
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +30,10 @@ class Candidate:
 def candidates(lines: list[str], indices: Sequence[int], blamed: Sequence[int] = ()) -> list[Candidate]:
     """Repairs of the lines `indices`, most plausible first."""
     found: list[tuple[tuple[int, int], Candidate]] = []
+    prose = _inside_strings(lines)
     for index in indices:
+        if index in prose:
+            continue
         for order, rewrite in enumerate(rewrites(lines[index], "repair")):
             new_line = rewrite.apply(lines[index])
             adds_not = rewrite.operator == "negation" and len(new_line) > len(lines[index])
@@ -35,6 +41,31 @@ def candidates(lines: list[str], indices: Sequence[int], blamed: Sequence[int] =
             found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
+
+
+def _inside_strings(lines: list[str]) -> set[int]:
+    """0-based lines inside a multi-line string (a docstring's text, its doctests): prose, not code.
+    Read with `tokenize`; a file known only in part may not tokenize, and is then read by counting
+    triple quotes."""
+    inside: set[int] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
+            if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                inside.update(range(tok.start[0] - 1, tok.end[0]))
+        return inside
+    except (tokenize.TokenError, SyntaxError):
+        inside.clear()
+    quote: str | None = None
+    for index, line in enumerate(lines):
+        opened = quote
+        for mark in re.findall(r'"""|\'\'\'', line):
+            if quote is None:
+                quote = mark
+            elif mark == quote:
+                quote = None
+        if opened is not None or quote is not None:
+            inside.add(index)
+    return inside
 
 
 def _compiles(lines: list[str], candidate: Candidate) -> bool:
@@ -79,13 +110,14 @@ def _parses(source: str) -> bool:
     return True
 
 
-def unique_edit(lines: list[str], index: int, new_line: str) -> tuple[str, str]:
+def unique_edit(lines: list[str], index: int, new_line: str, context: int = 0) -> tuple[str, str]:
     """(old, new) texts that replace line `index` with `new_line`, with just enough neighbouring
     lines that `old` occurs once in the file and `new` once in the edited file (so that the edit
-    can be reverted by swapping them)."""
+    can be reverted by swapping them), and at least `context` lines either side (for a file known
+    only in part, where a text unique in what was read may not be unique in the file)."""
     before = "\n".join(lines)
     after = "\n".join([*lines[:index], new_line, *lines[index + 1 :]])
-    start, end = index, index + 1
+    start, end = max(index - context, 0), min(index + 1 + context, len(lines))
     while True:
         old = "\n".join(lines[start:end])
         new = "\n".join([*lines[start:index], new_line, *lines[index + 1 : end]])

@@ -40,6 +40,7 @@ MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
 MAX_PAGES = 6  # pages of a long file read to see one definition whole
+EDIT_CONTEXT = (0, 3, 8)  # lines either side of an edit: more when its text is found more than once
 IDLE_LINES = (
     "Let me think about this...",
     "Hmm. Let me think about how this project is laid out before I touch anything.",
@@ -182,11 +183,12 @@ def read_test(desk: Desk, path: str, node: str) -> Steps[list[str] | None]:
     lines = yield from desk.read_from(path, 1)
     if lines is None or path not in desk.unread:
         return lines
-    names = "|".join(re.escape(part.split("[", 1)[0]) for part in node.split("::") if part)
+    parts = [part.split("[", 1)[0] for part in node.split("::") if part]
+    target = parts[-2] if len(parts) > 1 else parts[-1]  # the test's class, else the test
     found = yield from desk.ask(
-        Grep(rf"^ *(async +)?(def|class) +({names})\b", path, why=f"Finding {node} in {path}.")
+        Grep(rf"^ *(async +)?(def|class) +{re.escape(target)}\b", path, why=f"Finding {target} in {path}.")
     )
-    for hit in grep_hits(found.text)[:MAX_NAMES]:
+    for hit in grep_hits(found.text)[:2]:
         lines = (yield from read_block(desk, path, hit.line - 1)) or lines
     return lines
 
@@ -278,10 +280,15 @@ def _try(
     if lines is None or candidate.index >= len(lines):
         return None
     before_line = lines[candidate.index]
-    old, new = unique_edit(lines, candidate.index, candidate.line)
     change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
     why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
-    if not (yield from desk.edit(path, old, new, why=why)):
+    for context in EDIT_CONTEXT:  # more lines around it when the tool finds the text more than once
+        old, new = unique_edit(lines, candidate.index, candidate.line, context)
+        if (yield from desk.edit(path, old, new, why=why)):
+            break
+        if path not in desk.files:
+            return None
+    else:
         return None
     single = yield from desk.run_one(suspect.test_id)
     if single.passed:
