@@ -37,7 +37,11 @@ LIBRARY = {
         "    return value * 2\n"
     ),
     "src/shapes/helpers.py": "def product(a, b):\n    return a * b\n",
-    "src/shapes/long.py": f'"""A long module."""\n{FILLER}\n\ndef far_end(value):\n    return value + 1\n',
+    "src/shapes/long.py": (
+        f'"""A long module."""\n{FILLER[: len(FILLER) // 2]}\n\ndef middle(value):\n    return value - 1\n'
+        f'{FILLER[len(FILLER) // 2 :]}\n\ndef far_end(value):\n    """One more.\n\n    >>> far_end(1) - 1\n'
+        '    1\n    """\n    return value + 1\n'
+    ),
     "tests/__init__.py": "",
     "tests/test_shapes.py": (
         "import unittest\n\n"
@@ -94,6 +98,14 @@ def test_a_bug_past_the_first_page_of_a_long_module_is_read_in_parts_and_fixed(t
     assert any(r["path"] == "src/shapes/long.py" and r.get("start_line", 1) > 1 for r in reads), reads
     pages = [r for r in reads if r["path"] == "src/shapes/long.py"]
     assert len(pages) <= 3, pages  # the page where the function is, not the whole module
+    edits = tool_arguments(episode.messages, "edit_file")
+
+    def examples(text: str) -> list[str]:
+        return [line for line in text.splitlines() if ">>>" in line]
+
+    assert all(examples(e["old"]) == examples(e["new"]) for e in edits), edits  # a docstring is not code
+    # `return value - 1` is also in a part of the module it never read: the tool said so, it took in more
+    assert any(e["old"] == "    return value - 1" for e in edits) and edits[-1]["old"].count("\n") >= 3, edits
 
 
 def test_a_mixin_test_is_found_in_its_base_class_and_the_class_attribute_names_the_function(
