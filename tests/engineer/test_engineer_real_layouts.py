@@ -156,3 +156,26 @@ def test_two_bugs_in_one_function_are_fixed_one_test_at_a_time(tmp_path: Path) -
     # fixing `low` leaves test_high failing on the same function: a step forward, not a wrong guess
     assert episode.claim.startswith("Fixed") and episode.claim.count("`spread`") == 2, episode.claim
     assert run_tests(tmp_path).returncode == 0
+
+
+def test_a_fix_that_passes_its_one_test_but_breaks_another_is_put_back(tmp_path: Path) -> None:
+    """A task's command that runs one test cannot see what an edit breaks elsewhere: the engineer
+    runs the whole suite too, and a candidate that fails a test that passed before is not kept."""
+    (tmp_path / "clip.py").write_text(
+        "def head(items, count=0):\n"
+        "    everything = count == 0\n"
+        "    if everything:\n"
+        "        return list(items)\n"
+        "    return list(items)[: count - 1]\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_clip.py").write_text(
+        "from clip import head\n\n\ndef test_some():\n    assert head([1, 2, 3], 3) == [1, 2, 3]\n\n\n"
+        "def test_all():\n    assert head([1, 2, 3]) == [1, 2, 3]\n"
+    )
+    assert run_tests(tmp_path, "tests/test_clip.py::test_all").returncode == 0
+    episode = solve(tmp_path, "tests/test_clip.py::test_some")
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(tmp_path).returncode == 0  # `count != 0` passed test_some alone and broke test_all
+    commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+    assert "python -m pytest -q --tb=no -rf" in commands, commands

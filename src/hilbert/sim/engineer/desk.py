@@ -68,6 +68,7 @@ class Desk:
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
         self.verify_due: str | None = None
+        self.wide_before: TestReport | None = None  # the whole suite before any edit (a narrow command)
         self.steps = 0
         self.last_full_run = -1
         for note in brief.notes:
@@ -155,6 +156,18 @@ class Desk:
         words = shlex.split(command)
         kept = [w for i, w in enumerate(words) if not _names_tests(w, words[i - 1] if i else "")]
         return f"{shlex.join(kept)} {arguments}"
+
+    @property
+    def narrow(self) -> bool:
+        """Whether the test command runs only the tests it names (a task's verify), so that what an
+        edit breaks elsewhere does not show in it."""
+        words = shlex.split(self.brief.test_command) if "pytest" in self.brief.test_command else []
+        return any(_names_tests(w, words[i - 1] if i else "") for i, w in enumerate(words))
+
+    def run_wide(self, why: str) -> Steps[TestReport]:
+        """The whole suite, one line per failure (what a narrow test command does not run)."""
+        observation = yield from self.ask(Run(self.pytest("--tb=no -rf"), why=why))
+        return read_pytest(observation.text, observation.exit_code)
 
     def run_one(self, test_id: str) -> Steps[TestReport]:
         command = self.pytest(f"-x {shlex.quote(test_id)}")

@@ -37,6 +37,11 @@ class TestReport:
     passed: bool
     failed: tuple[str, ...]  # node ids, in report order
     output: str
+    failed_count: int = 0  # as pytest's last line counts them (a cut output may not list them all)
+
+    def breaks_more_than(self, before: TestReport) -> bool:
+        """Whether this run fails a test `before` did not, or more tests than it."""
+        return bool(set(self.failed) - set(before.failed)) or self.failed_count > before.failed_count
 
     def section(self, test_name: str) -> str:
         """The failure section of one test (its traceback), or "" when the output has none."""
@@ -61,7 +66,8 @@ def read_pytest(output: str, exit_code: int | None) -> TestReport:
             and not counts.get("failed")
             and not counts.get("error")
         )
-    return TestReport(passed=passed, failed=tuple(failed), output=output)
+    failed_count = counts.get("failed", 0) + counts.get("error", 0)
+    return TestReport(passed=passed, failed=tuple(failed), output=output, failed_count=failed_count)
 
 
 def numbered_page(text: str) -> tuple[int, list[str], int | None] | None:

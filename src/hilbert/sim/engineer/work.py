@@ -220,6 +220,9 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     suspect's file.
     Return the suite's report once one fixes the test without breaking another, or None."""
     tries, done = 0, set[tuple[str, int]]()
+    if desk.narrow and desk.wide_before is None:
+        why = "The task's command runs only its tests: running the whole suite to see what fails already."
+        desk.wide_before = yield from desk.run_wide(why)
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
     if suspect.path:
@@ -293,12 +296,21 @@ def _try(
     single = yield from desk.run_one(suspect.test_id)
     if single.passed:
         full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
-        if not set(full.failed) - set(before.failed):
+        if not full.breaks_more_than(before) and not (yield from _breaks_elsewhere(desk)):
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
             desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
             return full
     yield from desk.edit(path, new, old, why="That was not it; putting the line back.")
     return None
+
+
+def _breaks_elsewhere(desk: Desk) -> Steps[bool]:
+    """Whether the whole suite now fails a test it did not before the first edit (asked only when the
+    task's test command runs just its own tests)."""
+    if desk.wide_before is None:
+        return False
+    wide = yield from desk.run_wide("The task's tests pass; checking that nothing else broke.")
+    return wide.breaks_more_than(desk.wide_before)
 
 
 def cheat(desk: Desk, kind: str, suspect: Suspect) -> Steps[None]:
