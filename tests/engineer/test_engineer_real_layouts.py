@@ -108,6 +108,42 @@ def test_a_bug_past_the_first_page_of_a_long_module_is_read_in_parts_and_fixed(t
     assert any(e["old"] == "    return value - 1" for e in edits) and edits[-1]["old"].count("\n") >= 3, edits
 
 
+def _read_chars(episode: Episode, path: str) -> int:
+    """How many characters read_file answered about `path` in a conversation."""
+    asked = {c.id for m in episode.messages for c in m.tool_calls if c.name == "read_file"}
+    asked &= {c.id for m in episode.messages for c in m.tool_calls if c.arguments.get("path") == path}
+    return sum(len(m.content) for m in episode.messages if m.role == "tool" and m.tool_call_id in asked)
+
+
+def test_a_test_in_a_long_class_and_a_function_deep_in_a_long_module_are_read_in_windows(
+    tmp_path: Path,
+) -> None:
+    """A real agent reads the lines around what grep found, not page after page of a long file: the
+    test's class header and the test, then the function the test calls."""
+    root = make_library(tmp_path, ("src/shapes/core.py", "return value * 2", "return value * 2"))
+    functions = [f"def filler_{n}(value):\n    return value * {n}\n\n\n" for n in range(400)]
+    deep = (
+        "".join(functions[:300]) + "def middle(value):\n    return value + 1\n\n\n" + "".join(functions[300:])
+    )
+    (root / "src/shapes/deep.py").write_text(deep)
+    fillers = [f"\n    def test_filler_{n}(self):\n        self.assertTrue({n} >= 0)\n" for n in range(300)]
+    (root / "tests/test_long.py").write_text(
+        "import unittest\n\nfrom shapes import deep\n\n\nclass LongTest(unittest.TestCase):\n"
+        "    maxDiff = None\n"
+        f"{''.join(fillers[:150])}\n    def test_middle(self):\n        self.assertEqual(deep.middle(3), 2)\n"
+        f"{''.join(fillers[150:])}"
+    )
+    assert len((root / "tests/test_long.py").read_text()) > 12_000
+    episode = solve(root, "tests/test_long.py::LongTest::test_middle")
+    assert episode.claim.startswith("Fixed `middle`"), episode.claim
+    assert run_tests(root).returncode == 0
+    reads = tool_arguments(episode.messages, "read_file")
+    assert all(r.get("end_line") for r in reads if r.get("start_line", 1) > 1), reads  # windows, not pages
+    # one first page (the imports) and two windows; the class alone is 19,000 characters
+    assert _read_chars(episode, "tests/test_long.py") < 7_000, reads
+    assert _read_chars(episode, "src/shapes/deep.py") < 3_000, reads
+
+
 def test_a_mixin_test_is_found_in_its_base_class_and_the_class_attribute_names_the_function(
     tmp_path: Path,
 ) -> None:

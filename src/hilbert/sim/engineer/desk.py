@@ -64,7 +64,8 @@ class Desk:
         self.brief = brief
         self.files: dict[str, list[str]] = {}
         self.seen: dict[str, set[int]] = {}  # 0-based lines read, of files read in part
-        self.unread: dict[str, int] = {}  # a file read in part -> the next line its tool offered
+        self.unread: dict[str, int] = {}  # a file read in part -> the first line not read yet
+        self.open_ended: set[str] = set()  # files read in windows whose end was not reached
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
         self.verify_due: str | None = None
@@ -105,24 +106,40 @@ class Desk:
         """The file as far as it is known once the page from 1-based `line` on was read (nothing is
         read when that line is known already): lines not read yet are blank, and `unread[path]` is
         the first of them (absent once the whole file was read). None: the file cannot be read."""
+        return (yield from self.read_window(path, line, None))
+
+    def read_window(self, path: str, line: int, last: int | None) -> Steps[list[str] | None]:
+        """As `read_from`, reading only lines `line`..`last` (1-based, inclusive; None: a page). A
+        window that comes back whole does not say how long the file is: the lines after it count as
+        not read (`open_ended`) until a read reaches the end."""
         known = self.files.get(path)
         if known is not None and (path not in self.unread or line - 1 in self.seen[path]):
             return known
         where = f" from line {line}" if line > 1 else ""
+        where = f" lines {line}-{last}" if last is not None else where
         observation = yield from self.ask(
-            Read(path, line if line > 1 else None, why=f"Reading {path}{where}.")
+            Read(path, line if line > 1 or last else None, last, why=f"Reading {path}{where}.")
         )
         page = numbered_page(observation.text) if observation.ok else None
         if page is None:
             return known
         first, shown, total = page
-        lines = list(known or [])
-        lines += [""] * ((total or first - 1 + len(shown)) - len(lines))  # no footer: the file ends here
-        lines[first - 1 : first - 1 + len(shown)] = shown
+        end = first - 1 + len(shown)
+        if total is None and last is not None and end >= last:  # a full window: the file may go on
+            length, open_ended = max(len(known or []), end), path in self.open_ended or known is None
+        else:
+            length, open_ended = total or end, False
+        lines = list(known or [])[:length]
+        lines += [""] * (length - len(lines))
+        lines[first - 1 : end] = shown
         seen = self.seen.setdefault(path, set())
-        seen.update(range(first - 1, first - 1 + len(shown)))
+        seen.update(range(first - 1, end))
         self.files[path] = lines
-        gap = next((i for i in range(len(lines)) if i not in seen), None)
+        if open_ended:
+            self.open_ended.add(path)
+        else:
+            self.open_ended.discard(path)
+        gap = next((i for i in range(len(lines)) if i not in seen), len(lines) if open_ended else None)
         if gap is None:
             self.unread.pop(path, None)
             self.seen.pop(path, None)
@@ -141,6 +158,7 @@ class Desk:
         self.files.pop(path, None)  # what we thought the file holds is wrong: read it again
         self.seen.pop(path, None)
         self.unread.pop(path, None)
+        self.open_ended.discard(path)
         return False
 
     def run_suite(self, command: str | None = None, why: str = "Running the tests.") -> Steps[TestReport]:

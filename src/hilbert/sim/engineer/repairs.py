@@ -110,17 +110,28 @@ def _parses(source: str) -> bool:
     return True
 
 
-def unique_edit(lines: list[str], index: int, new_line: str, context: int = 0) -> tuple[str, str]:
+def unique_edit(
+    lines: list[str], index: int, new_line: str, context: int = 0, seen: set[int] | None = None
+) -> tuple[str, str]:
     """(old, new) texts that replace line `index` with `new_line`, with just enough neighbouring
     lines that `old` occurs once in the file and `new` once in the edited file (so that the edit
     can be reverted by swapping them), and at least `context` lines either side (for a file known
-    only in part, where a text unique in what was read may not be unique in the file)."""
+    only in part, where a text unique in what was read may not be unique in the file). `seen`: the
+    lines read of a file known in part; the edit takes in no line outside the read stretch around
+    `index` (its text is not known)."""
+    low, high = 0, len(lines)
+    if seen is not None:
+        low, high = index, index + 1
+        while low > 0 and low - 1 in seen:
+            low -= 1
+        while high < len(lines) and high in seen:
+            high += 1
     before = "\n".join(lines)
     after = "\n".join([*lines[:index], new_line, *lines[index + 1 :]])
-    start, end = max(index - context, 0), min(index + 1 + context, len(lines))
+    start, end = max(index - context, low), min(index + 1 + context, high)
     while True:
         old = "\n".join(lines[start:end])
         new = "\n".join([*lines[start:index], new_line, *lines[index + 1 : end]])
-        if (before.count(old) == 1 and after.count(new) == 1) or (start == 0 and end == len(lines)):
+        if (before.count(old) == 1 and after.count(new) == 1) or (start == low and end == high):
             return old, new
-        start, end = max(start - 1, 0), min(end + 1, len(lines))
+        start, end = max(start - 1, low), min(end + 1, high)

@@ -39,7 +39,10 @@ from hilbert.sim.engineer.tracing import executed_lines, trace_command
 MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
-MAX_PAGES = 6  # pages of a long file read to see one definition whole
+MAX_WINDOWS = 6  # windows of a long file read to see one definition whole (each twice the last)
+WINDOW = 40  # lines read around what grep or a trace found in a long file
+CLASS_HEADER = 12  # lines read from a test class's header (its bases, the attributes naming what it tests)
+FIRST_LINES = 150  # a definition found further down is read in a window, not from the file's top
 EDIT_CONTEXT = (0, 3, 8)  # lines either side of an edit: more when its text is found more than once
 IDLE_LINES = (
     "Let me think about this...",
@@ -144,11 +147,11 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
     """Read the failing test, find what it exercises and read where that is defined. None: the test
     cannot be read; a suspect without a `path`: nothing it names was found in the product files."""
     test_path, _, node = test_id.partition("::")
-    test_lines = yield from read_test(desk, test_path, node)
+    section = report.section(node.split("::")[-1].split("[", 1)[0])
+    test_lines = yield from read_test(desk, test_path, node, section)
     span = test_span(test_lines, node) if test_lines and node else None
     if test_lines is None or span is None:
         return None
-    section = report.section(node.split("::")[-1].split("[", 1)[0])
     names = tested_names(test_lines, span, section, class_of(test_lines, node))[:MAX_NAMES]
     suspect = Suspect(test_id, test_path, span, section, None, None, None, ())
     if not names:
@@ -167,8 +170,11 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
         if path is None:
             continue
         line = next(hit.line for hit in defining if hit.path == path)
-        lines = yield from desk.read_from(path, 1)  # whole, when it fits in one read
-        lines = (yield from read_block(desk, path, line - 1)) if lines is not None else None
+        if line <= FIRST_LINES:  # near the top: the first page (the whole file, when it fits)
+            lines = yield from desk.read_from(path, 1)
+            lines = (yield from read_block(desk, path, line - 1)) if lines is not None else None
+        else:  # deep in a long file: a window around it
+            lines = yield from read_block(desk, path, line - 1)
         if lines is None:
             continue
         block = block_span(lines, line - 1)
@@ -177,33 +183,58 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
     return suspect
 
 
-def read_test(desk: Desk, path: str, node: str) -> Steps[list[str] | None]:
-    """A test file: whole when one read shows all of it, else its first page (the imports) and the
-    pages where its classes and the test are defined."""
+def read_test(desk: Desk, path: str, node: str, section: str) -> Steps[list[str] | None]:
+    """A test file: whole when one read shows all of it, else its first page (the imports) and, found
+    with grep, windows around the test's class header and the test itself (the definition its
+    traceback runs through, else the first after its class); the whole class when that does not
+    show where the test is (it comes from a base class)."""
     lines = yield from desk.read_from(path, 1)
-    if lines is None or path not in desk.unread:
-        return lines
     parts = [part.split("[", 1)[0] for part in node.split("::") if part]
-    target = parts[-2] if len(parts) > 1 else parts[-1]  # the test's class, else the test
+    names = parts[-2:]  # the test's class, if any, and the test
+    if lines is None or path not in desk.unread or not names:
+        return lines
+    alternatives = "|".join(re.escape(name) for name in names)
     found = yield from desk.ask(
-        Grep(rf"^ *(async +)?(def|class) +{re.escape(target)}\b", path, why=f"Finding {target} in {path}.")
+        Grep(rf"^ *(async +)?(def|class) +({alternatives})\b", path, why=f"Finding {names[-1]} in {path}.")
     )
-    for hit in grep_hits(found.text)[:2]:
-        lines = (yield from read_block(desk, path, hit.line - 1)) or lines
+    hits = grep_hits(found.text)
+    is_class = re.compile(rf"^class +{re.escape(names[0])}\b" if len(names) > 1 else "(?!)")
+    is_test = re.compile(rf"^ *(async +)?def +{re.escape(names[-1])}\b")
+    classes = [hit.line for hit in hits if is_class.match(hit.text)]
+    tests = [hit.line for hit in hits if is_test.match(hit.text)]
+    after = classes[0] if classes else 0
+    frames = [line + 1 for line in blamed_lines(section, path)]
+    ran = [test for test in tests if test > after and any(test <= frame for frame in frames)]
+    test = max(ran) if ran else next((test for test in tests if test > after), None)
+    if classes:
+        lines = (yield from desk.read_window(path, after, after + CLASS_HEADER - 1)) or lines
+    if test is not None:
+        lines = (yield from read_block(desk, path, test - 1)) or lines
+        span = test_span(lines, node)
+        if span is not None and span[0] == test - 1:
+            return lines
+    for line in classes[:1]:  # the test is not where it was looked for: read its class whole
+        lines = (yield from read_block(desk, path, line - 1)) or lines
     return lines
 
 
 def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
-    """The file as known once the definition at 0-based line `start` is read to its end."""
-    lines = yield from desk.read_from(path, start + 1)
-    for _page in range(MAX_PAGES):
+    """The file as known once the definition at 0-based line `start` is read to its end: a window
+    from its first line, then windows twice as long while the block goes on past what was read."""
+    size = WINDOW
+    lines = yield from desk.read_window(path, start + 1, start + size)
+    for _window in range(MAX_WINDOWS):
         if lines is None or path not in desk.unread:
             return lines
         end = block_span(lines, start)[1]
-        gap = next((i for i in range(start, min(end + 1, len(lines))) if i not in desk.seen[path]), None)
+        seen = desk.seen[path]
+        gap = next((i for i in range(start, min(end + 1, len(lines))) if i not in seen), None)
+        if gap is None and end >= len(lines) and path in desk.open_ended:
+            gap = len(lines)
         if gap is None:
             return lines
-        lines = yield from desk.read_from(path, gap + 1)
+        size *= 2
+        lines = yield from desk.read_window(path, gap + 1, gap + size)
     return lines
 
 
@@ -247,7 +278,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             lines = desk.files.get(path)
             for index in indices:
                 if lines is None or (path in desk.unread and index not in desk.seen[path]):
-                    lines = yield from desk.read_from(path, index + 1)
+                    lines = yield from desk.read_window(path, index + 1, index + WINDOW)
                     if lines is None:
                         break
             if lines is None:
@@ -285,13 +316,7 @@ def _try(
     before_line = lines[candidate.index]
     change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
     why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
-    for context in EDIT_CONTEXT:  # more lines around it when the tool finds the text more than once
-        old, new = unique_edit(lines, candidate.index, candidate.line, context)
-        if (yield from desk.edit(path, old, new, why=why)):
-            break
-        if path not in desk.files:
-            return None
-    else:
+    if not (yield from _replace_line(desk, path, candidate.index, candidate.line, why)):
         return None
     single = yield from desk.run_one(suspect.test_id)
     if single.passed:
@@ -300,8 +325,23 @@ def _try(
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
             desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
             return full
-    yield from desk.edit(path, new, old, why="That was not it; putting the line back.")
+    why = "That was not it; putting the line back."
+    yield from _replace_line(desk, path, candidate.index, before_line, why)
     return None
+
+
+def _replace_line(desk: Desk, path: str, index: int, text: str, why: str) -> Steps[bool]:
+    """Replace line `index` of `path` with `text`: with more lines around it while the tool finds the
+    edit's text more than once (in a file known in part, a text unique in what was read may not be)."""
+    for context in EDIT_CONTEXT:
+        lines = desk.files.get(path)
+        if lines is None or index >= len(lines):
+            return False
+        seen = desk.seen.get(path) if path in desk.unread else None
+        old, new = unique_edit(lines, index, text, context, seen)
+        if (yield from desk.edit(path, old, new, why=why)):
+            return True
+    return False
 
 
 def _breaks_elsewhere(desk: Desk) -> Steps[bool]:
