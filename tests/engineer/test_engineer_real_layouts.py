@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from engineer_testkit import FAST
 
 from hilbert.sim.engineer import EngineerResponder
+from hilbert.sim.engineer.actions import Edit, Observation
+from hilbert.sim.engineer.desk import Brief, Desk
 from hilbert.sim.engineer.harness import COMPACTED, Episode, drive, tool_arguments
 from hilbert.sim.sample import generate_sample_project
 
@@ -215,3 +218,21 @@ def test_a_fix_that_passes_its_one_test_but_breaks_another_is_put_back(tmp_path:
     assert run_tests(tmp_path).returncode == 0  # `count != 0` passed test_some alone and broke test_all
     commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
     assert "python -m pytest -q --tb=no -rf" in commands, commands
+
+
+def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:
+    """Over OpenAI's chat wire a tool's error loses its mark: the engineer reads the answer's words, as a
+    model does, and neither believes its edit was made nor goes on from it."""
+    desk = Desk(Brief.from_task("Fix it."))
+    for answer, made in (
+        ("edit_file: `old` found 2 times; include more context to make it unique in m.py", False),
+        ("edit_file: `old` not found in m.py", False),
+        ("edited m.py", True),
+    ):
+        desk.files["m.py"] = ["x = 1", "y = 0", "x = 1"]
+        steps = desk.edit("m.py", "y = 0", "y = 1", why="")
+        assert isinstance(next(steps), Edit)
+        with pytest.raises(StopIteration) as done:
+            steps.send(Observation(text=answer))
+        assert done.value.value is made, answer
+        assert desk.files.get("m.py", ["x = 1", "y = 0", "x = 1"])[1] == ("y = 1" if made else "y = 0")

@@ -21,6 +21,10 @@ Steps = Generator[Action, Observation, T]
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
 _NOT_UNIQUE = re.compile(r"found [2-9]\d* times|not unique|more than once", re.IGNORECASE)
+# an edit tool's refusal, read from its text: over some wires (OpenAI's chat) a tool error loses its mark
+_EDIT_REFUSED = re.compile(
+    r"found [2-9]\d* times|not unique|more than once|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M
+)
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _REMINDER = re.compile(r"\breminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
 _REMINDER_LINE = re.compile(r"^\W*reminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
@@ -149,7 +153,7 @@ class Desk:
 
     def edit(self, path: str, old: str, new: str, why: str) -> Steps[bool]:
         observation = yield from self.ask(Edit(path, old, new, why=why))
-        if observation.succeeded:
+        if observation.succeeded and not _EDIT_REFUSED.search(observation.text):
             if path in self.files:
                 self.files[path] = "\n".join(self.files[path]).replace(old, new, 1).split("\n")
             return True
