@@ -25,6 +25,7 @@ neither cached nor downloadable. Needs PyPI once, then minutes: not part of `mak
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -139,17 +140,28 @@ def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def inject(repo: Path, seed: int, base_failing: set[str], suite_s: float) -> list[Site]:
-    """Draw the bug sites (each checked alone against the suite), apply all, commit "inject bugs"."""
+def inject(repo: Path, seed: int, base_failing: set[str], suite_s: float, checks: Path) -> list[Site]:
+    """Draw the bug sites (each checked alone against the suite), apply all, commit "inject bugs".
+    `checks`: a JSON file of the sites checked before on this sdist and the tests each broke (a site's
+    check runs the whole suite; the pinned sdist makes its answer the same every time)."""
     timeout = max(60.0, suite_s * 4)
+    known: dict[str, list[str]] = json.loads(checks.read_text()) if checks.exists() else {}
 
     def breaks(site: Site) -> tuple[str, ...]:
+        key = f"{site.path}:{site.line}:{site.new}"
+        if key in known:
+            return tuple(known[key])
         apply_sites(repo, [site])
         try:
             failing, finished, _ = suite(repo, timeout)
         finally:
             git(repo, "checkout", "-q", "--", site.path)
-        return tuple(sorted(failing - base_failing)) if finished else ()
+        if not finished:
+            return ()
+        known[key] = sorted(failing - base_failing)
+        checks.parent.mkdir(parents=True, exist_ok=True)
+        checks.write_text(json.dumps(known, indent=1))
+        return tuple(known[key])
 
     def said(site: Site, broken: tuple[str, ...]) -> None:
         print(f"  tried {site.label} in {site.function}: breaks {len(broken)} tests", flush=True)
@@ -231,7 +243,8 @@ def bench_library(name: str, args: argparse.Namespace, folder: Path) -> LibraryR
     print(f"{name} {project.version}: preparing", flush=True)
     repo, base_failing, suite_s = prepare(project, args.cache, work)
     print(f"  base suite: {len(base_failing)} failing, {suite_s:.0f} s", flush=True)
-    sites = inject(repo, args.seed, base_failing, suite_s)
+    checks = args.cache / f"site-checks-{project.name}-{project.version}.json"
+    sites = inject(repo, args.seed, base_failing, suite_s, checks)
     for site in sites:
         print(f"  bug {site.label} in {site.function}: breaks {', '.join(site.breaks[:4])}", flush=True)
     home = work / "home"
