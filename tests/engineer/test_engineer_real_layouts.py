@@ -18,6 +18,7 @@ from hilbert.sim.engineer import EngineerResponder
 from hilbert.sim.engineer.actions import Edit, Observation
 from hilbert.sim.engineer.desk import Brief, Desk
 from hilbert.sim.engineer.harness import COMPACTED, Episode, drive, tool_arguments
+from hilbert.sim.engineer.repairs import candidates
 from hilbert.sim.sample import generate_sample_project
 
 FILLER = "".join(
@@ -236,3 +237,24 @@ def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:
             steps.send(Observation(text=answer))
         assert done.value.value is made, answer
         assert desk.files.get("m.py", ["x = 1", "y = 0", "x = 1"])[1] == ("y = 1" if made else "y = 0")
+
+
+def test_in_a_long_class_the_method_that_raised_is_tried_before_the_others() -> None:
+    """A test that calls a class blames the whole class; the traceback says which method raised, and a
+    developer looks there first (before, the class's lines were tried in reading order)."""
+    others = [f"    def method_{n}(self, value):\n        return value + {n}\n\n" for n in range(20)]
+    source = (
+        "class Range:\n    EMPTY = 0\n\n"
+        + "".join(others)
+        + "    def __init__(self, *args):\n        count = len(args)\n        if count == 1:\n"
+        "            self.stop = args[0]\n        elif count == 1:\n"
+        "            self.start, self.stop = args\n        else:\n            raise TypeError(count)\n"
+    )
+    lines = source.split("\n")
+    raised = next(i for i, line in enumerate(lines) if "raise TypeError" in line)
+    found = candidates(lines, range(1, len(lines)), blamed=[raised])
+    init = lines.index("    def __init__(self, *args):")
+    fix = lines.index("        elif count == 1:")
+    first_other = next(n for n, c in enumerate(found) if c.index < init)
+    fixing = next(n for n, c in enumerate(found) if c.index == fix and "count == 2" in c.line)
+    assert fixing < first_other < len(found), found  # 20 methods of candidates come after it

@@ -2,9 +2,9 @@
 
 For the lines of a suspect function, every single-site rewrite an inverse mutation operator allows
 (`hilbert.sim.sample.mutations`, direction "repair"), most plausible first: lines a traceback
-blames, then the rest of the function in reading order, and adding a `not` last (it fits almost any
-line). Rewrites that would not compile are dropped. Edits are made unique by taking in neighbouring
-lines, so an exact-replacement edit tool accepts them.
+blames, then the rest of the function that raised, then the other lines in reading order, and adding a
+`not` last (it fits almost any line). Rewrites that would not compile are dropped. Edits are made
+unique by taking in neighbouring lines, so an exact-replacement edit tool accepts them.
 """
 
 from __future__ import annotations
@@ -31,16 +31,33 @@ def candidates(lines: list[str], indices: Sequence[int], blamed: Sequence[int] =
     """Repairs of the lines `indices`, most plausible first."""
     found: list[tuple[tuple[int, int], Candidate]] = []
     prose = _inside_strings(lines)
+    near = _raising_functions(lines, blamed)
     for index in indices:
         if index in prose:
             continue
         for order, rewrite in enumerate(rewrites(lines[index], "repair")):
             new_line = rewrite.apply(lines[index])
             adds_not = rewrite.operator == "negation" and len(new_line) > len(lines[index])
-            rank = 0 if index in blamed else (2 if adds_not else 1)
+            rank = 0 if index in blamed else (3 if adds_not else (1 if index in near else 2))
             found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
+
+
+def _raising_functions(lines: list[str], blamed: Sequence[int]) -> set[int]:
+    """The lines of the innermost functions holding a blamed line (where the traceback shows the
+    exception rose): in a long class, the method that raised is read before the others."""
+    near: set[int] = set()
+    for line in blamed:
+        if not 0 <= line < len(lines) or (start := _enclosing(lines, line)) is None:
+            continue
+        indent, end = len(lines[start]) - len(lines[start].lstrip()), start + 1
+        while end < len(lines) and (
+            not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+        ):
+            end += 1
+        near.update(range(start + 1, end))
+    return near
 
 
 def _inside_strings(lines: list[str]) -> set[int]:
