@@ -146,6 +146,9 @@ def test_a_test_in_a_long_class_and_a_function_deep_in_a_long_module_are_read_in
     # one first page (the imports) and two windows; the class alone is 19,000 characters
     assert _read_chars(episode, "tests/test_long.py") < 7_000, reads
     assert _read_chars(episode, "src/shapes/deep.py") < 3_000, reads
+    # each candidate's re-run of the test asks for pass or fail in a line, not a traceback per try
+    reruns = [c["command"] for c in tool_arguments(episode.messages, "shell") if " -x " in c["command"]]
+    assert reruns and all("--tb=line" in c for c in reruns), reruns
 
 
 def test_a_mixin_test_is_found_in_its_base_class_and_the_class_attribute_names_the_function(

@@ -192,6 +192,6 @@ class Desk:
         return read_pytest(observation.text, observation.exit_code)
 
     def run_one(self, test_id: str) -> Steps[TestReport]:
-        command = self.pytest(f"-x {shlex.quote(test_id)}")
+        command = self.pytest(f"-x --tb=line {shlex.quote(test_id)}")  # pass or not: one line
         observation = yield from self.ask(Run(command, why=f"Re-running {test_id}."))
         return read_pytest(observation.text, observation.exit_code)
