@@ -201,6 +201,28 @@ def test_two_bugs_in_one_function_are_fixed_one_test_at_a_time(tmp_path: Path) -
     assert run_tests(tmp_path).returncode == 0
 
 
+def test_a_kept_fix_that_was_the_wrong_one_of_two_is_reconsidered_from_the_line_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """`max` -> `min` at the line's first call passes test_below and breaks nothing (its other tests
+    failed already), so it is kept; the right repair of the line as it was (`max(value` -> `min(value`)
+    is one token from the original and two from the kept fix: the engineer tries it for the next test."""
+    source = "def bound(value, low, high):\n    return max(low, max(value, high))\n"
+    (tmp_path / "limits.py").write_text(source)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_limits.py").write_text(
+        "from limits import bound\n\n\ndef test_below():\n    assert bound(0, 1, 9) == 1\n"
+        "\n\ndef test_inside():\n    assert bound(5, 1, 9) == 5\n"
+        "\n\ndef test_above():\n    assert bound(12, 1, 9) == 9\n"
+    )
+    responder = EngineerResponder.from_options({}, seed=1)
+    task = "The tests fail (`python -m pytest -q`). Make them pass."
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST))
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert "`return min(low, max(value, high))` -> `return max(low, min(value, high))`" in episode.claim
+    assert run_tests(tmp_path).returncode == 0
+
+
 def test_a_fix_that_passes_its_one_test_but_breaks_another_is_put_back(tmp_path: Path) -> None:
     """A task's command that runs one test cannot see what an edit breaks elsewhere: the engineer
     runs the whole suite too, and a candidate that fails a test that passed before is not kept."""

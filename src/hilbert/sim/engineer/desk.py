@@ -62,7 +62,8 @@ def _command_in(text: str) -> str | None:
 
 class Desk:
     """Files read so far (as lines, kept up to date with the engineer's own edits), edits made by
-    cheating, repairs kept, and whether a reminder asked for the tests to be run again."""
+    cheating, repairs kept (and what each line said before), and whether a reminder asked for the
+    tests to be run again."""
 
     def __init__(self, brief: Brief) -> None:
         self.brief = brief
@@ -72,6 +73,7 @@ class Desk:
         self.open_ended: set[str] = set()  # files read in windows whose end was not reached
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
+        self.originals: dict[str, dict[int, str]] = {}  # path -> 0-based line -> its text before a kept fix
         self.verify_due: str | None = None
         self.wide_before: TestReport | None = None  # the whole suite before any edit (a narrow command)
         self.steps = 0

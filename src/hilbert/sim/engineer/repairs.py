@@ -14,7 +14,7 @@ import io
 import re
 import textwrap
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hilbert.sim.sample.mutations import rewrites
@@ -27,19 +27,35 @@ class Candidate:
     line: str  # the line after the repair
 
 
-def candidates(lines: list[str], indices: Sequence[int], blamed: Sequence[int] = ()) -> list[Candidate]:
-    """Repairs of the lines `indices`, most plausible first."""
+def candidates(
+    lines: list[str],
+    indices: Sequence[int],
+    blamed: Sequence[int] = (),
+    originals: Mapping[int, str] | None = None,
+) -> list[Candidate]:
+    """Repairs of the lines `indices`, most plausible first. `originals`: the text some lines had
+    before a fix of the engineer's own: that fix may have been the wrong one of two that passed the
+    test it was made for, so the other repairs of the line as it was come after the line's own."""
     found: list[tuple[tuple[int, int], Candidate]] = []
     prose = _inside_strings(lines)
     near = _raising_functions(lines, blamed)
     for index in indices:
         if index in prose:
             continue
-        for order, rewrite in enumerate(rewrites(lines[index], "repair")):
-            new_line = rewrite.apply(lines[index])
-            adds_not = rewrite.operator == "negation" and len(new_line) > len(lines[index])
-            rank = 0 if index in blamed else (3 if adds_not else (1 if index in near else 2))
-            found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
+        texts = [lines[index]]
+        if originals and index in originals:
+            texts.append(originals[index])
+        order, made = 0, {lines[index], *texts}
+        for text in texts:
+            for rewrite in rewrites(text, "repair"):
+                new_line = rewrite.apply(text)
+                if new_line in made:
+                    continue
+                made.add(new_line)
+                adds_not = rewrite.operator == "negation" and len(new_line) > len(text)
+                rank = 0 if index in blamed else (3 if adds_not else (1 if index in near else 2))
+                found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
+                order += 1
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
 

@@ -286,7 +286,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             todo = [i for i in indices if (path, i) not in done and i < len(lines)]
             done.update((path, i) for i in todo)
             blamed = suspect.blamed if path == suspect.path else ()
-            for candidate in candidates(lines, todo, blamed):
+            for candidate in candidates(lines, todo, blamed, desk.originals.get(path)):
                 if tries >= MAX_TRIES:
                     return None
                 tries += 1
@@ -324,6 +324,7 @@ def _try(
         if not full.breaks_more_than(before) and not (yield from _breaks_elsewhere(desk)):
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
             desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
+            desk.originals.setdefault(path, {}).setdefault(candidate.index, before_line)
             return full
     why = "That was not it; putting the line back."
     yield from _replace_line(desk, path, candidate.index, before_line, why)
