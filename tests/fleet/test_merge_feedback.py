@@ -10,6 +10,8 @@ from pathlib import Path
 from merge_support import PY, PYTEST_SUITE, by_task, escalations, make_project
 
 from hilbert.fleet.outcomes import FEEDBACK_CHARS
+from hilbert.store import EventStore
+from hilbert.ui.log_view import format_event
 
 
 def test_a_rejection_names_the_tests_it_broke_that_passed_on_the_branch(tmp_path: Path) -> None:
@@ -41,5 +43,9 @@ def test_a_rejection_names_the_tests_it_broke_that_passed_on_the_branch(tmp_path
         assert feedback.splitlines()[1] == "  tests/test_all.py::test_ok[zz_breaks]"
         assert "legacy" not in "\n".join(feedback.splitlines()[:2])
         assert len(feedback) <= FEEDBACK_CHARS + len("rejected: ")
+        with EventStore.open(p.tmp / "log.db") as store:  # `hilbert log` names it too
+            (event,) = store.events(kinds=["merge_rejected"])
+            line = format_event(event, store).splitlines()[0]
+        assert line.endswith("(exit 1) — 1 new failure: tests/test_all.py::test_ok[zz_breaks]"), line
 
     asyncio.run(scenario())
