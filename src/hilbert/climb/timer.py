@@ -5,7 +5,9 @@ Standard library only, run as a script inside the sandbox (`hilbert.climb.measur
 
 It runs ARGV as a fresh process (a fresh interpreter: nothing of an earlier run survives but the
 files of the tree, which is read-only), again and again until the runs together used `--min-cpu`
-seconds of CPU (at least once; at most `MAX_RUNS`), and writes one JSON object to the descriptor FD:
+seconds of CPU (at least once; at most `MAX_RUNS`, and no more once the loop took `MAX_WALL_S`: a
+command that mostly waits is timed well enough by one run and would wait through hundreds), and
+writes one JSON object to the descriptor FD:
 `runs`, `cpu` (user + system seconds of the whole process tree, per run), `wall` (seconds per run),
 `status` (the first non-zero exit status, else 0), `stdout` (the first run's, decoded, at most
 `MAX_STDOUT` bytes) and `same` (whether every run gave the same answer: its output without the
@@ -49,6 +51,7 @@ else:  # a script under -I: hilbert/commands/reaper.py (the walk that kills what
     import reaper
 
 MAX_RUNS = 1000
+MAX_WALL_S = 1.0  # a loop this long has runs enough: a microsecond clock reads them well
 MAX_STDOUT = 1_000_000
 
 
@@ -148,7 +151,7 @@ def main(args: list[str]) -> int:
         if code != 0:
             status = code
             break
-        if cpu >= min_cpu:
+        if cpu >= min_cpu or wall >= MAX_WALL_S:
             break
     found = {
         "runs": runs,

@@ -1,0 +1,67 @@
+"""Review of the climb's harness (issue 19): a benchmark whose answer is not its own on the same input
+is refused at the start, once, not by reverting every try; a benchmark that mostly waits is not looped
+for a CPU budget its runs barely use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_support import run_cli
+from hilbert.climb import timer
+from hilbert.sim.optimiser.sample import TESTS_COMMAND, write_sample
+from hilbert.store import EventStore
+from hilbert.testing.fake_server import FakeServer
+
+
+def test_a_benchmark_that_answers_otherwise_on_the_same_input_is_refused_at_the_start(tmp_path: Path) -> None:
+    repo = write_sample(tmp_path / "repo")
+    db = tmp_path / "log" / "hilbert.db"
+    env = {
+        **os.environ,
+        "HILBERT_HOME": str(tmp_path / "home"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+    clock = "echo started at $(date +%s%N); echo 1"  # a timestamp: never the same answer twice
+    with FakeServer("optimiser:ideas=dict+rename") as server:
+        ran = run_cli(
+            "climb", "--repo", str(repo), "--metric", clock, "--explorers", "1", "--tries", "2",
+            "--repeat", "2", "--test-command", TESTS_COMMAND, "--unsandboxed",
+            "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
+    assert ran.returncode != 0, ran.stdout + ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert "Traceback" not in ran.stderr and lines[0].startswith("hilbert: error:"), ran.stderr
+    assert "answered otherwise on the same input" in lines[0] and "started at" in lines[0], lines[0]
+    with EventStore.open(db) as store:
+        assert store.events(kinds=["try_started"]) == []  # refused before any try was made
+
+
+def test_a_benchmark_that_mostly_waits_is_not_looped_for_cpu_it_does_not_use(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    with out.open("w") as report:
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            timer.__file__,
+            "--report",
+            str(report.fileno()),
+            "--min-cpu",
+            "0.05",
+        ]
+        done = subprocess.run(
+            [*argv, "--", "bash", "-c", "sleep 0.4; echo 3"],
+            pass_fds=(report.fileno(),),
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0
+    found = json.loads(out.read_text())
+    # each run uses a few ms of CPU: a loop to 50 ms of it would wait ~20 x 0.4 s
+    assert found["status"] == 0 and 1 <= found["runs"] <= 3, found
+    assert found["wall"] >= 0.4 and found["cpu"] < 0.4, found
