@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cli_support import run_cli
 from hilbert.climb import timer
+from hilbert.climb.state import ClimbFold
 from hilbert.sim.optimiser.sample import TESTS_COMMAND, write_sample
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
@@ -65,3 +66,32 @@ def test_a_benchmark_that_mostly_waits_is_not_looped_for_cpu_it_does_not_use(tmp
     # each run uses a few ms of CPU: a loop to 50 ms of it would wait ~20 x 0.4 s
     assert found["status"] == 0 and 1 <= found["runs"] <= 3, found
     assert found["wall"] >= 0.4 and found["cpu"] < 0.4, found
+
+
+def test_a_holdout_that_answers_otherwise_on_the_same_input_is_not_used(tmp_path: Path) -> None:
+    repo = write_sample(tmp_path / "repo")
+    sealed = tmp_path / "sealed"
+    sealed.mkdir()
+    (sealed / "holdout.sh").write_text("echo drawn $RANDOM$RANDOM; echo 1\n")  # its own draw: not the seed's
+    db = tmp_path / "log" / "hilbert.db"
+    env = {
+        **os.environ,
+        "HILBERT_HOME": str(tmp_path / "home"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+    with FakeServer("optimiser:ideas=rename") as server:
+        ran = run_cli(
+            "climb", "--repo", str(repo), "--metric", "echo 1", "--explorers", "1", "--tries", "1",
+            "--repeat", "2", "--holdout-metric", f"bash {sealed / 'holdout.sh'}",
+            "--test-command", TESTS_COMMAND, "--unsandboxed",
+            "--model", f"openai:fake@{server.openai_base_url}", "--db", str(db), "--yes",
+            cwd=tmp_path, env=env,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    with EventStore.open(db) as store:
+        state = ClimbFold(store, store.events(kinds=["climb_started"])[0].run).catch_up()
+    # every try the metric found better would be reverted as overfit for it: the holdout is set aside
+    assert state.holdout_error.startswith("the holdout answered otherwise on the same input"), (
+        state.holdout_error
+    )
+    assert state.holdout_base is None and "drawn" in state.holdout_error
