@@ -4,6 +4,7 @@ for a CPU budget its runs barely use."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,11 +12,16 @@ import sys
 from pathlib import Path
 
 from cli_support import run_cli
+from git_support import git
 from hilbert.climb import timer
+from hilbert.climb.measure import Measurer
 from hilbert.climb.state import ClimbFold
+from hilbert.commands import Runner, Timeout
+from hilbert.security.sandbox import detect
 from hilbert.sim.optimiser.sample import TESTS_COMMAND, write_sample
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
+from hilbert.workspaces import Git
 
 
 def test_a_benchmark_that_answers_otherwise_on_the_same_input_is_refused_at_the_start(tmp_path: Path) -> None:
@@ -95,3 +101,29 @@ def test_a_holdout_that_answers_otherwise_on_the_same_input_is_not_used(tmp_path
         state.holdout_error
     )
     assert state.holdout_base is None and "drawn" in state.holdout_error
+
+
+def test_a_sandboxed_loop_keeps_its_tmpdir_when_the_measurement_lies_under_tmp(tmp_path: Path) -> None:
+    """The stopwatch empties the sandbox's private /tmp between runs, not the folders bound into it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    # TMPDIR must be there on every run; what a run left in the sandbox's own /tmp must not
+    script = "mktemp > /dev/null || exit 1\n[ -e /tmp/seen ] && echo remembered || echo ok\n"
+    script += "touch /tmp/seen 2> /dev/null || true\n"
+    (repo / "m.sh").write_text(script)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a benchmark")
+    runner = Runner(detect(), {**os.environ})
+    measurer = Measurer(
+        repo,
+        "bash m.sh",
+        runner,
+        Git(home=tmp_path / "home"),
+        tmp_path / "scratch",
+        Timeout(60, "t"),
+        kind="time",
+    )
+    measured = asyncio.run(measurer.measure(git(repo, "rev-parse", "HEAD"), 2, "m"))
+    assert not measured.error, measured.error
+    assert measured.answers == ("ok", "ok") and all(runs > 1 for runs in measured.runs), measured

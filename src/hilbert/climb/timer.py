@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -111,16 +110,23 @@ def answer(stdout: bytes) -> list[str]:
     return lines
 
 
-def _empty(folder: str) -> None:
+def _empty(folder: str, device: int | None = None) -> None:
+    """Remove what `folder` holds but what lies on another filesystem: in a bubblewrap sandbox's
+    private /tmp, the folders bound into it (the measurement's own, its TMPDIR among them, where it
+    lies under the real /tmp) are left alone."""
     try:
+        device = os.stat(folder).st_dev if device is None else device
         entries = list(os.scandir(folder))
     except OSError:
         return
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):
+            if entry.stat(follow_symlinks=False).st_dev != device:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                _empty(entry.path, device)
+                os.rmdir(entry.path)  # not when a bound folder lies below: it stays, and so does this
+            else:
                 os.unlink(entry.path)
 
 
