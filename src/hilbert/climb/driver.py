@@ -208,7 +208,8 @@ async def climb(c: Climb, echo: Callable[[str], None] = lambda line: None) -> Cl
             c.record(ce.ClimbFinished(reason=f"the base could not be measured: {state.base_error}"))
             raise RunError(
                 f"the metric failed on the base: {state.base_error}",
-                hint="run the metric by hand in the repository; it must print one number on its last line",
+                hint="run the metric by hand in the repository, twice: it must print the same answer for"
+                " the same $HILBERT_CLIMB_SEED, and one number on its last line",
             )
     if c.holdout is not None and state.holdout_base is None and not state.holdout_error:
         await measure_holdout(c, 0, state.best)
@@ -242,6 +243,8 @@ async def measure_base(c: Climb) -> None:
     state = c.fold.catch_up()
     assert state.started is not None
     measured = await c.measurer.measure(state.best, max(state.started.repeat, 3), "base")
+    if not measured.error and state.best_median is None:  # the start: is its answer its own?
+        measured = dataclasses.replace(measured, error=await _unsteady(c, state.best))
     c.record(
         ce.BaselineMeasured(
             commit=state.best, values=list(measured.values), error=measured.error,
@@ -249,6 +252,17 @@ async def measure_base(c: Climb) -> None:
             noise=noise(measured.values) if measured.values else 0.0,
         )
     )  # fmt: skip
+
+
+async def _unsteady(c: Climb, commit: str) -> str:
+    """Why `commit`'s answer cannot be checked — the metric answered otherwise run twice on the same
+    input (a timestamp, a random draw of its own): every try would be reverted for it — else ""."""
+    once, again = await c.measurer.compare((commit, commit), 1, "base-twice")
+    if once.error or again.error or once.answers == again.answers:
+        return once.error or again.error
+    first, second = (" / ".join(answer.splitlines())[:80] for answer in (*once.answers, *again.answers))
+    seed = once.seeds[0]
+    return f"it answered otherwise on the same input (seed {seed}), run twice: {first!r} then {second!r}"
 
 
 def budget_spent(state: ClimbState) -> str:

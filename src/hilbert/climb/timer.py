@@ -5,7 +5,9 @@ Standard library only, run as a script inside the sandbox (`hilbert.climb.measur
 
 It runs ARGV as a fresh process (a fresh interpreter: nothing of an earlier run survives but the
 files of the tree, which is read-only), again and again until the runs together used `--min-cpu`
-seconds of CPU (at least once; at most `MAX_RUNS`), and writes one JSON object to the descriptor FD:
+seconds of CPU (at least once; at most `MAX_RUNS`, and no more once the loop took `MAX_WALL_S`: a
+command that mostly waits is timed well enough by one run and would wait through hundreds), and
+writes one JSON object to the descriptor FD:
 `runs`, `cpu` (user + system seconds of the whole process tree, per run), `wall` (seconds per run),
 `status` (the first non-zero exit status, else 0), `stdout` (the first run's, decoded, at most
 `MAX_STDOUT` bytes) and `same` (whether every run gave the same answer: its output without the
@@ -34,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -49,6 +50,7 @@ else:  # a script under -I: hilbert/commands/reaper.py (the walk that kills what
     import reaper
 
 MAX_RUNS = 1000
+MAX_WALL_S = 2.0  # a loop this long has runs enough (a microsecond clock reads them), even when loaded
 MAX_STDOUT = 1_000_000
 
 
@@ -108,16 +110,23 @@ def answer(stdout: bytes) -> list[str]:
     return lines
 
 
-def _empty(folder: str) -> None:
+def _empty(folder: str, device: int | None = None) -> None:
+    """Remove what `folder` holds but what lies on another filesystem: in a bubblewrap sandbox's
+    private /tmp, the folders bound into it (the measurement's own, its TMPDIR among them, where it
+    lies under the real /tmp) are left alone."""
     try:
+        device = os.stat(folder).st_dev if device is None else device
         entries = list(os.scandir(folder))
     except OSError:
         return
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):
+            if entry.stat(follow_symlinks=False).st_dev != device:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                _empty(entry.path, device)
+                os.rmdir(entry.path)  # not when a bound folder lies below: it stays, and so does this
+            else:
                 os.unlink(entry.path)
 
 
@@ -148,7 +157,7 @@ def main(args: list[str]) -> int:
         if code != 0:
             status = code
             break
-        if cpu >= min_cpu:
+        if cpu >= min_cpu or wall >= MAX_WALL_S:
             break
     found = {
         "runs": runs,
