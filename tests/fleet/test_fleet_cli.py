@@ -82,8 +82,10 @@ def test_plan_then_run_then_status(tmp_path: Path) -> None:
     assert all(f"## {t.id} — {t.title} (done)" in described for t in plan.tasks), described
     assert "- verify: passed" in described and "changed" in described, described
     status = hilbert("status", cwd=tmp_path)
-    head, *rest = status.stdout.strip().splitlines()  # the run's line and its details, then the agents
-    agents = [line for line in rest if not line.startswith("  ")]
+    # the run's line and its details, the agents, then the machine's governor for the run's model
+    head, *rest = status.stdout.strip().splitlines()
+    agents = [line for line in rest if not line.startswith(("  ", "governor "))]
+    assert "governor (this machine's, shared by every run on the same key; now):" in rest
     assert (
         f"  final check: the whole suite (`python -m pytest -q`) on a clean checkout of {tip[:12]}: green"
         in rest
