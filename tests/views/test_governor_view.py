@@ -84,3 +84,23 @@ def test_status_shows_the_governors_window_limits_pause_and_breaker_for_the_runs
     assert governor_lines(view, 0.0)[0].startswith(f"{MODEL} (key {KEY[:8]}): 0 of 2 calls at once")
     nothing = governor_view(tmp_path / "no-such.db", [MODEL], 0.0)  # no file: nothing, nothing created
     assert not nothing.buckets and not nothing.notices and not (tmp_path / "no-such.db").exists()
+
+
+def test_a_busy_run_on_another_model_never_crowds_this_runs_notices_out_and_a_look_creates_no_file(
+    tmp_path: Path,
+) -> None:
+    """The governor's file is the machine's: another run's model may write many notices after this
+    run's one (a notice per 429 it met); the view still shows this run's. And a look leaves the
+    file's folder as it found it: no `-wal` or `-shm` beside a file no process has open."""
+    path = tmp_path / "governor.db"
+    store = GovernorStore(path)
+    store.update(KEY, Knobs(), lambda state: None)
+    store.notice(KEY, "governor_paused", "this run's breaker opened")
+    other = bucket_key("other secret", URL, "openai:other")
+    for n in range(60):
+        store.notice(other, "governor_throttled", f"another run's 429 number {n}")
+    store.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    view = governor_view(path, [MODEL], time.time())
+    assert [n.why for n in view.notices] == ["this run's breaker opened"], view.notices
+    assert sorted(p.name for p in tmp_path.iterdir()) == before == ["governor.db"]

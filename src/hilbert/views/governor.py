@@ -80,12 +80,10 @@ def run_models(state: FleetState) -> set[str]:
 def governor_view(path: Path, models: Iterable[str], now: float, since: float = 0.0) -> GovernorView:
     """The governor's buckets of `models` in the file at `path`, and their notices since `since`."""
     wanted = set(models)
-    buckets, notices = read_file(path)
+    buckets, notices = read_file(path, lambda key: key.partition("/")[2] in wanted, since, NOTICES)
     views = []
     for key, state in sorted(buckets.items()):
         model = key.partition("/")[2]
-        if model not in wanted:
-            continue
         breaker = None if state.breaker_until is None else max(0.0, state.breaker_until - now)
         limits = tuple(
             Limit(name, round(level.limit), level.learned, _left(level, now))
@@ -104,9 +102,7 @@ def governor_view(path: Path, models: Iterable[str], now: float, since: float = 
                 state.last_used,
             )
         )
-    keys = {view.key for view in views}
-    kept = [n for n in notices if n.key in keys and n.at >= since][-NOTICES:]
-    return GovernorView(path, tuple(views), tuple(kept))
+    return GovernorView(path, tuple(views), tuple(notices))
 
 
 def for_run(state: FleetState, settings: Settings, now: float) -> GovernorView:
