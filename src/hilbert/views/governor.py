@@ -107,9 +107,12 @@ def governor_view(path: Path, models: Iterable[str], now: float, since: float = 
 
 def for_run(state: FleetState, settings: Settings, now: float) -> GovernorView:
     """The governor's view of run `state`: its models' buckets in the file the run's settings name (as
-    recorded, else `settings`'), and their notices since its first agent started."""
+    recorded, else `settings`'), and their notices since its first agent started; none for a run that
+    ran with the governor off (another run's bucket of its model never paced it)."""
     recorded = state.settings.get("governor.path")
     path = Path(recorded) if recorded else governor_path(settings.governor, settings.home)
+    if state.settings.get("governor.enabled") is False:
+        return GovernorView(path, (), ())
     since = min((view.started_at for view in state.agents.values()), default=0.0)
     return governor_view(path, run_models(state), now, since)
 
