@@ -6,8 +6,10 @@ written by a real `Governor`; a bucket of a model the run does not use is left o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
+import sqlite3
 import time
 from pathlib import Path
 
@@ -143,3 +145,21 @@ def test_a_run_shows_the_governor_file_it_ran_with_and_nothing_when_it_ran_witho
     assert [b.model for b in for_run(shared, asked_from, time.time()).buckets] == [MODEL]
     assert for_run(shared, asked_from, time.time()).path == tmp_path / "elsewhere" / "governor.db"
     assert for_run(off, asked_from, time.time()).buckets == ()
+
+
+def test_a_bucket_saved_in_a_shape_this_hilbert_cannot_read_is_left_out_never_a_traceback(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "governor.db"
+    store = GovernorStore(path)
+    store.update(KEY, Knobs(), lambda state: None)
+    store.close()
+    with (
+        contextlib.closing(sqlite3.connect(path)) as db,
+        db,
+    ):  # as another hilbert, or a damaged file, left it
+        for shape in ("null", '"full"', "[]", "{}", "not json"):
+            db.execute(
+                "INSERT INTO buckets (key, state) VALUES (?, ?)", (bucket_key(shape, URL, MODEL), shape)
+            )
+    assert [bucket.key for bucket in governor_view(path, [MODEL], time.time()).buckets] == [KEY]

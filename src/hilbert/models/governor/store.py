@@ -129,6 +129,6 @@ def read_file(
     for key, state in rows:
         try:
             buckets[key] = BucketState.from_json(json.loads(state))
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, AttributeError):  # not a mapping, or not this shape
             continue
     return buckets, [Notice(*row) for row in reversed(kept) if row[1] in buckets]
