@@ -297,3 +297,26 @@ def test_a_refused_cap_can_be_raised_later_and_the_halted_task_goes_on_when_retr
         answer(run.store, state, "B1", approve=True)
     run.attempt("T1", "Euler")  # `hilbert retry`: a fresh attempt goes on within the raised cap
     assert run.guard("Euler", "T1").look(run.fold.catch_up(), 0.0) == []
+
+
+def test_a_worker_whose_wait_was_answered_reads_working_while_its_next_call_spends_under_a_new_question(
+    tmp_path: Path,
+) -> None:
+    """The wait a worker's guard logged ends with the person's answer, not with the worker's next model
+    call: once B1 is raised, its call in flight when B2 is asked spends, so it reads working — never
+    paused on B2, which its guard has not waited on yet."""
+    run = Run(tmp_path / "log.db", run_usd=0.05)
+    run.attempt("T1", "Poincaré")
+    run.attempt("T2", "Noether")
+    run.call("Poincaré", 0.06)
+    first, second = run.guard("Poincaré", "T1"), run.guard("Noether", "T2")
+    assert first.look(run.fold.catch_up(), 0.0) is None and second.look(run.fold.catch_up(), 0.0) is None
+    answer(run.store, run.fold.catch_up(), "B1", approve=True)  # the run's cap: $0.10
+    assert second.look(run.fold.catch_up(), 0.0) == []  # Noether's next call goes out, in flight
+    run.store.append("r", "Noether", "tool_result", {"name": "shell"})  # (its last event: now)
+    assert first.look(run.fold.catch_up(), 0.0) == []
+    run.call("Poincaré", 0.06)  # $0.12: over the raised cap
+    assert first.look(run.fold.catch_up(), 0.0) is None and first.waiting == "B2"
+    state = run.fold.catch_up()
+    now = state.agents["Noether"].last_event_at
+    assert worker_states(state, now) == {"Poincaré": "paused", "Noether": "working"}

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Input, RichLog, Static
 from top_support import RUN, copy_log, make_fleet_run
 
 from hilbert.commands import command_env
-from hilbert.fleet.events import MERGE_HELD, BudgetAsked
+from hilbert.fleet.events import MERGE_HELD, BudgetAsked, FleetResumed
 from hilbert.fleet.inbox import send
 from hilbert.models.governor import Governor, GovernorStore, Knobs, Outcome, bucket_key
 from hilbert.models.types import Message
@@ -241,9 +241,14 @@ def test_the_governor_panel_shows_what_the_machines_governor_does_for_the_runs_m
     asyncio.run(call())
     governor.close()
     with EventStore.open(copy_log(fleet_log, tmp_path / "log.db")) as store:
+        # resumed through this governor's file (the fixture's run had none): the view reads the run's file
+        resumed = FleetResumed(
+            settings={"governor.enabled": True, "governor.path": str(home / "governor.db")}
+        )
+        store.append(RUN, "harness", resumed.kind, resumed.data())
 
         async def drive() -> None:
-            app = TopApp(store, RUN, Settings.of({"home": str(home)}), poll_s=0.2)
+            app = TopApp(store, RUN, Settings.of({}), poll_s=0.2)
             async with app.run_test(size=(160, 48)) as pilot:
                 shown = lambda: text_of(app, "governor")  # noqa: E731
                 await until(pilot, lambda: f"openai:fake (key {key[:8]}): " in shown(), "the governor's line")

@@ -6,8 +6,10 @@ written by a real `Governor`; a bucket of a model the run does not use is left o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
+import sqlite3
 import time
 from pathlib import Path
 
@@ -84,3 +86,80 @@ def test_status_shows_the_governors_window_limits_pause_and_breaker_for_the_runs
     assert governor_lines(view, 0.0)[0].startswith(f"{MODEL} (key {KEY[:8]}): 0 of 2 calls at once")
     nothing = governor_view(tmp_path / "no-such.db", [MODEL], 0.0)  # no file: nothing, nothing created
     assert not nothing.buckets and not nothing.notices and not (tmp_path / "no-such.db").exists()
+
+
+def test_a_busy_run_on_another_model_never_crowds_this_runs_notices_out_and_a_look_creates_no_file(
+    tmp_path: Path,
+) -> None:
+    """The governor's file is the machine's: another run's model may write many notices after this
+    run's one (a notice per 429 it met); the view still shows this run's. And a look leaves the
+    file's folder as it found it: no `-wal` or `-shm` beside a file no process has open."""
+    path = tmp_path / "governor.db"
+    store = GovernorStore(path)
+    store.update(KEY, Knobs(), lambda state: None)
+    store.notice(KEY, "governor_paused", "this run's breaker opened")
+    other = bucket_key("other secret", URL, "openai:other")
+    for n in range(60):
+        store.notice(other, "governor_throttled", f"another run's 429 number {n}")
+    store.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    view = governor_view(path, [MODEL], time.time())
+    assert [n.why for n in view.notices] == ["this run's breaker opened"], view.notices
+    assert sorted(p.name for p in tmp_path.iterdir()) == before == ["governor.db"]
+
+
+def test_a_run_shows_the_governor_file_it_ran_with_and_nothing_when_it_ran_without_one(
+    tmp_path: Path,
+) -> None:
+    """`status` may be asked from elsewhere (another hilbert home, no `[governor] path`): the run's view
+    reads the file the run's calls went through, as its log records it; and a run that ran with the
+    governor off shows no other run's bucket of its model as if it paced this one."""
+    from hilbert.fleet.context import Models
+    from hilbert.fleet.setup import resumable
+    from hilbert.fleet.state import FleetState, Fold
+    from hilbert.settings import Settings
+    from hilbert.ui.edge import models
+
+    def ran_with(run: str, **governor: object) -> FleetState:
+        settings = Settings.of(
+            {"home": str(tmp_path / "home"), "model": f"{MODEL}@{URL}"}
+            | {f"governor.{key}": value for key, value in governor.items()}
+        )
+        ran = models(settings)
+        recorded = resumable(settings, Models(worker=ran.named(f"{MODEL}@{URL}")))
+        if ran.governor is not None:
+            ran.governor.store.update(KEY, Knobs(), lambda state: None)  # a call of the run's model
+            ran.governor.close()
+        plan = Plan(goal="g", tasks=(Task(id="T1", title="one", verify="true"),))
+        with EventStore.open(tmp_path / "hilbert.db") as store:
+            started = FleetStarted(plan=plan.model_dump(mode="json"), settings=recorded)
+            store.append(run, "harness", started.kind, started.data())
+            return Fold(store, run).catch_up()
+
+    shared = ran_with("on", path=str(tmp_path / "elsewhere" / "governor.db"))
+    off = ran_with("off", enabled=False)
+    other = GovernorStore(tmp_path / "now" / "governor.db")  # another run's, in the home status is asked from
+    other.update(KEY, Knobs(), lambda state: None)
+    other.close()
+    asked_from = Settings.of({"home": str(tmp_path / "now")})  # status with a home of its own
+    assert [b.model for b in for_run(shared, asked_from, time.time()).buckets] == [MODEL]
+    assert for_run(shared, asked_from, time.time()).path == tmp_path / "elsewhere" / "governor.db"
+    assert for_run(off, asked_from, time.time()).buckets == ()
+
+
+def test_a_bucket_saved_in_a_shape_this_hilbert_cannot_read_is_left_out_never_a_traceback(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "governor.db"
+    store = GovernorStore(path)
+    store.update(KEY, Knobs(), lambda state: None)
+    store.close()
+    with (
+        contextlib.closing(sqlite3.connect(path)) as db,
+        db,
+    ):  # as another hilbert, or a damaged file, left it
+        for shape in ("null", '"full"', "[]", "{}", "not json"):
+            db.execute(
+                "INSERT INTO buckets (key, state) VALUES (?, ?)", (bucket_key(shape, URL, MODEL), shape)
+            )
+    assert [bucket.key for bucket in governor_view(path, [MODEL], time.time()).buckets] == [KEY]

@@ -113,11 +113,12 @@ def _who(cap: str, scope: str) -> str:
 
 
 def waits(state: FleetState, agent: str) -> bool:
-    """A question waiting for the person covers `agent` (its own, its task's, the run's or the rate's
-    cap): it waits before its next model call, if not already."""
-    attempt = state.attempts.get(agent)
-    task = attempt.task if attempt is not None else None
-    return state.spend.covering(agent, task) is not None
+    """`agent`'s guard said it waits (`budget_waiting`) on a question still waiting for the person: it
+    spends nothing until the answer. Once answered its wait is over, even before its next model call is
+    logged: that call, in flight when a later question is asked, spends until its guard waits again."""
+    view = state.agents.get(agent)
+    question = state.spend.questions.get(view.waiting_on) if view is not None else None
+    return question is not None and question.waiting
 
 
 def answer_budget(

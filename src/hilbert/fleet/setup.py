@@ -55,6 +55,7 @@ from hilbert.fleet.plan import Plan
 from hilbert.fleet.preflight import as_the_person_ignores
 from hilbert.fleet.state import HARNESS, AttemptView, Fold
 from hilbert.fleet.tainted import hold_all, settle_all
+from hilbert.models.governor import governor_path
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import DEFAULT, Settings, known_keys
 from hilbert.skills import Skill
@@ -87,6 +88,9 @@ def resumable(settings: Settings, models: Models) -> dict[str, Any]:
     flat["model"] = settings.model or models.worker.name  # as given: a resume without --model reuses it
     flat["lead_model"] = settings.lead_model
     flat["judge_model"] = settings.judge_model
+    # the governor's file its calls went through (views read it from wherever `status` is asked), or none
+    flat["governor.enabled"] = settings.governor.enabled
+    flat["governor.path"] = str(governor_path(settings.governor, settings.home))
     return flat
 
 

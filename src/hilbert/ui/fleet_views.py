@@ -91,7 +91,7 @@ def worker_states(
                 states[agent] = "dead"
             elif view.finishing:
                 states[agent] = "judged"
-            elif view.waiting_on and waits(state, agent):
+            elif waits(state, agent):
                 states[agent] = "paused"
             elif now - view.last_event_at > stuck_after_s:
                 states[agent] = "thinking" if view.calling else "stuck"

@@ -80,12 +80,10 @@ def run_models(state: FleetState) -> set[str]:
 def governor_view(path: Path, models: Iterable[str], now: float, since: float = 0.0) -> GovernorView:
     """The governor's buckets of `models` in the file at `path`, and their notices since `since`."""
     wanted = set(models)
-    buckets, notices = read_file(path)
+    buckets, notices = read_file(path, lambda key: key.partition("/")[2] in wanted, since, NOTICES)
     views = []
     for key, state in sorted(buckets.items()):
         model = key.partition("/")[2]
-        if model not in wanted:
-            continue
         breaker = None if state.breaker_until is None else max(0.0, state.breaker_until - now)
         limits = tuple(
             Limit(name, round(level.limit), level.learned, _left(level, now))
@@ -104,16 +102,17 @@ def governor_view(path: Path, models: Iterable[str], now: float, since: float = 
                 state.last_used,
             )
         )
-    keys = {view.key for view in views}
-    kept = [n for n in notices if n.key in keys and n.at >= since][-NOTICES:]
-    return GovernorView(path, tuple(views), tuple(kept))
+    return GovernorView(path, tuple(views), tuple(notices))
 
 
 def for_run(state: FleetState, settings: Settings, now: float) -> GovernorView:
     """The governor's view of run `state`: its models' buckets in the file the run's settings name (as
-    recorded, else `settings`'), and their notices since its first agent started."""
+    recorded, else `settings`'), and their notices since its first agent started; none for a run that
+    ran with the governor off (another run's bucket of its model never paced it)."""
     recorded = state.settings.get("governor.path")
     path = Path(recorded) if recorded else governor_path(settings.governor, settings.home)
+    if state.settings.get("governor.enabled") is False:
+        return GovernorView(path, (), ())
     since = min((view.started_at for view in state.agents.values()), default=0.0)
     return governor_view(path, run_models(state), now, since)
 

@@ -96,20 +96,30 @@ class GovernorStore:
         return [Notice(*row) for row in self._db.execute(query, (key,) if key else ())]
 
 
-def read_file(path: Path, notices: int = 50) -> tuple[dict[str, BucketState], list[Notice]]:
-    """The buckets and the newest `notices` of the governor's file at `path`, opened read-only (a view's
-    look: nothing is created, written or waited for); empty when there is no file or it cannot be read,
-    and a bucket an older hilbert wrote in another shape is left out."""
+def read_file(
+    path: Path, keep: Callable[[str], bool], since: float = 0.0, notices: int = 50
+) -> tuple[dict[str, BucketState], list[Notice]]:
+    """The buckets whose key `keep` keeps in the governor's file at `path`, and their newest `notices`
+    since `since` (others' notices never crowd them out), opened read-only: a view's look, which
+    creates, writes and waits for nothing. A WAL file is read through its `-wal` and `-shm` while a
+    writer keeps them; with none there (no process has it open) it is read as it is, so that no reader
+    leaves them behind. Empty when there is no file or it cannot be read; a bucket an older hilbert
+    wrote in another shape is left out."""
     if not path.is_file():
         return {}, []
+    settled = not path.with_name(path.name + "-wal").exists()  # no writer: nothing but the file
+    uri = f"{path.resolve().as_uri()}?{'immutable=1' if settled else 'mode=ro'}"
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+        db = sqlite3.connect(uri, uri=True, timeout=1.0)
     except sqlite3.Error:
         return {}, []
     try:
-        rows = db.execute("SELECT key, state FROM buckets").fetchall()
+        rows = [(key, state) for key, state in db.execute("SELECT key, state FROM buckets") if keep(key)]
+        keys = [key for key, _ in rows]
         kept = db.execute(
-            "SELECT at, key, kind, why FROM notices ORDER BY id DESC LIMIT ?", (notices,)
+            f"SELECT at, key, kind, why FROM notices WHERE at >= ? AND key IN ({', '.join('?' * len(keys))})"
+            " ORDER BY id DESC LIMIT ?",
+            (since, *keys, notices),
         ).fetchall()
     except sqlite3.Error:
         return {}, []
@@ -119,6 +129,6 @@ def read_file(path: Path, notices: int = 50) -> tuple[dict[str, BucketState], li
     for key, state in rows:
         try:
             buckets[key] = BucketState.from_json(json.loads(state))
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, AttributeError):  # not a mapping, or not this shape
             continue
-    return buckets, [Notice(*row) for row in reversed(kept)]
+    return buckets, [Notice(*row) for row in reversed(kept) if row[1] in buckets]
