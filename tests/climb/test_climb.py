@@ -59,7 +59,20 @@ def test_three_explorers_climb_and_the_gaming_tries_are_rejected(tmp_path: Path)
     assert (cached["outcome"], cached["stage"]) == ("reverted", "measure")
     assert ".pairs_cache.json" in cached["why"]  # written into the tree, or refused by a read-only one
     kept = by_idea["count complements in one pass with a dict"]
-    assert kept["outcome"] == "kept" and state.best == state.tries[int(kept["try"])].commit
+    assert kept["outcome"] == "kept"
+    # it landed through the merge queue: the best is the queue's merge of the try, its tests run there
+    kept_try = state.tries[int(kept["try"])]
+    assert state.best == kept_try.landing and _git(repo, "rev-parse", f"{state.best}^2") == kept_try.commit
+    assert _git(repo, "rev-parse", f"{state.best}^{{tree}}") == _git(
+        repo, "rev-parse", f"{kept_try.commit}^{{tree}}"
+    )
+    with EventStore.open(db) as store:
+        merged = [e.data for e in store.events(run=run, kinds=["merged"])]
+        checked = [e.data for e in store.events(run=run, kinds=["merge_checks_passed"])]
+    assert merged == [
+        {"task": f"try-{kept['try']}", "ref": f"refs/hilbert/climb/tries/{kept['try']}", "commit": state.best}
+    ]
+    assert checked and checked[-1]["commit"] == state.best and checked[-1]["commands"] == [TESTS_COMMAND]
     # the holdout, measured on the base and the kept best, followed the metric: no overfitting
     assert state.holdout_base is not None and state.holdout_best is not None
     assert state.holdout_best < state.holdout_base and not state.overfit
@@ -113,3 +126,7 @@ def test_special_casing_the_benchmark_is_caught_by_the_sealed_holdout(tmp_path: 
     assert state.finished is not None and state.finished.reason.startswith("overfitting")
     assert len(state.tries) == 1  # the climb stopped before a second try
     assert "overfitting: try 1 (a fast path for the common input)" in ran.stdout
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()

@@ -1,5 +1,7 @@
 """A climb that died between two records of one decision, resumed. After the best branch moved to a try
-but before `try_kept` reached the log: the resume keeps the try (the branch and the log agree again),
+(the merge queue's merge of it, whose `merge_landing` the log holds; or the try itself, as an older
+climb landed it) but before `try_kept` reached the log: the resume keeps the try (the branch and the
+log agree again),
 rather than reverting it as interrupted with the branch left on its commit (every later landing
 refused as stale, the delivered best a try the log calls reverted). (A try's holdout is measured before
 it lands, so no kept try lacks one.)"""
@@ -11,16 +13,20 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from hilbert.climb import events as ce
 from hilbert.climb.driver import ClimbOptions, climb, open_climb
 from hilbert.climb.state import ClimbState
 from hilbert.commands import Runner
+from hilbert.fleet.events import MergeLanding
 from hilbert.models import RetryPolicy, make_model
 from hilbert.sim.optimiser.sample import METRIC, TESTS_COMMAND, write_sample
 from hilbert.store import EventStore
 
 
-def test_a_try_landed_just_before_the_process_died_is_kept_on_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("through", ["merge_queue", "fast_forward"])
+def test_a_try_landed_just_before_the_process_died_is_kept_on_resume(tmp_path: Path, through: str) -> None:
     repo = write_sample(tmp_path / "repo")
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
     runner = Runner.unsandboxed(env)
@@ -41,8 +47,20 @@ def test_a_try_landed_just_before_the_process_died_is_kept_on_resume(tmp_path: P
             c.record(
                 ce.TryMeasured(try_no=1, commit=commit, values=[0.5] * 3, median=0.5, best_values=[1.0] * 3)
             )
-            assert await c.integration.land(commit, base) is None  # ... and the process dies here
-            return commit
+            landed = commit
+            if through == "merge_queue":  # the queue logs its intent, then moves the branch to its merge
+                merged = await c.integration.git.run(
+                    "commit-tree", f"{commit}^{{tree}}", "-p", base, "-p", commit, "-m", "merge try-1",
+                    cwd=c.integration.path,
+                )  # fmt: skip
+                landed = merged.stdout.strip()
+                c.record(
+                    MergeLanding(
+                        tasks=["try-1"], refs=["refs/hilbert/climb/tries/1"], commit=landed, old=base
+                    )
+                )
+            assert await c.integration.land(landed, base) is None  # ... and the process dies here
+            return landed
 
     async def resumed(store: EventStore) -> tuple[ClimbState, str]:
         async with open_climb(None, store=store, **where) as c:  # type: ignore[arg-type]

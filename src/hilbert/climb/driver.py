@@ -291,14 +291,15 @@ async def _maybe_renoise(c: Climb) -> None:
 
 async def _close_interrupted(c: Climb) -> None:
     """End the tries the dead process left in flight: kept when the best branch had already moved to
-    one (it died between the landing and `try_kept`: the branch is the truth of what was delivered),
-    else reverted as interrupted."""
+    one — the merge queue's merge of it (`merge_landing` names it), or the try itself as an older
+    climb landed it — (it died between the landing and `try_kept`: the branch is the truth of what
+    was delivered), else reverted as interrupted."""
     tip = await c.integration.tip()
     for view in list(c.fold.catch_up().in_flight):
         state = c.fold.state
-        if view.commit and view.commit == tip != state.best and view.median is not None:
+        if tip in (view.landing, view.commit) and tip and tip != state.best and view.median is not None:
             previous = state.best_median or 0.0
-            c.record(ce.TryKept(try_no=view.no, commit=view.commit, median=view.median, previous=previous))
+            c.record(ce.TryKept(try_no=view.no, commit=tip, median=view.median, previous=previous))
         else:
             reason = "the run stopped while it ran"
             c.record(ce.TryReverted(try_no=view.no, stage="interrupted", reason=reason))

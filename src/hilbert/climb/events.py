@@ -77,7 +77,7 @@ class TryGated(FleetEvent):
 @kind("try_measured")
 class TryMeasured(FleetEvent):
     try_no: int = 0
-    commit: str = ""
+    commit: str = ""  # the try's commit, or its merge onto a best that moved while it ran
     values: list[float] = field(default_factory=list)
     median: float = 0.0
     spread: float = 0.0
@@ -88,7 +88,8 @@ class TryMeasured(FleetEvent):
 
 @kind("try_kept")
 class TryKept(FleetEvent):
-    """The best moved to the try's commit (fast-forward of `branch` in the run's repository)."""
+    """The best moved to `commit`: the merge queue's merge of the try onto the best (its tree is the
+    one measured), landed on `branch` in the run's repository."""
 
     try_no: int = 0
     commit: str = ""
@@ -99,8 +100,9 @@ class TryKept(FleetEvent):
 @kind("try_reverted")
 class TryReverted(FleetEvent):
     """Why a try was not kept: `stage` is no_change, gate, duplicate, measure, answer (it answered
-    otherwise than the best on the harness's input), stale, no_gain, overfit (better on the metric,
-    not on the sealed holdout) or interrupted."""
+    otherwise than the best on the harness's input), stale (it does not merge onto a best that moved
+    while it ran), no_gain, overfit (better on the metric, not on the sealed holdout), merge (the
+    merge queue's tests failed on it merged onto the best) or interrupted."""
 
     try_no: int = 0
     stage: str = ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hilbert.climb import events as ce
-from hilbert.fleet.events import decode
+from hilbert.fleet.events import MergeLanding, decode
 from hilbert.store import EventStore
 from hilbert.store.event_store import Event
 from hilbert.store.folding import catch_up
@@ -34,6 +34,7 @@ class TryView:
     spread: float = 0.0
     holdout: float | None = None  # the sealed holdout's median, on a try better on the metric
     overfit: bool = False  # ... which the holdout did not follow: reverted
+    landing: str = ""  # the commit the merge queue was about to move the best branch to
     outcome: str | None = None  # "kept" or "reverted"
     stage: str = ""  # a reverted try's stage (gate, duplicate, ...)
     reason: str = ""
@@ -119,6 +120,11 @@ def apply(state: ClimbState, event: Event) -> ClimbState:
         view.outcome, view.stage, view.reason = "reverted", record.stage, record.reason
     elif isinstance(record, ce.HoldoutMeasured):
         _holdout(state, record)
+    elif isinstance(record, MergeLanding):  # the queue's intent, logged before the branch moves
+        for task in record.tasks:
+            number = task.removeprefix("try-")
+            if number.isdigit() and int(number) in state.tries:
+                state.tries[int(number)].landing = record.commit
     elif isinstance(record, ce.ClimbFinished):
         state.finished = record
     return state

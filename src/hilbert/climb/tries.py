@@ -1,6 +1,8 @@
 """One try of one explorer, start to end: from the current best, the explorer's idea in a workspace
-of its own, committed, gated, checked against earlier tries, measured by the harness, then kept (the
-best branch fast-forwards to it) or reverted — each step an event, each decision typed data.
+of its own, committed, gated, checked against earlier tries, measured by the harness, then kept (it
+lands on the best branch through the merge queue) or reverted — each step an event, each decision
+typed data. A try whose base is no longer the best (another explorer's try landed while it ran) is
+merged onto the new best first, and the merge is what is measured and landed.
 
 The gate is `run_gate` (the tests, `test_command`, must pass on a clean export; integrity on the
 change, with no test edits allowed) plus the climb's guard: no change to a file the metric command
@@ -27,6 +29,7 @@ from hilbert.climb.state import ClimbFold
 from hilbert.commands import Runner
 from hilbert.fleet.attempt import HilbertLoop
 from hilbert.fleet.events import FleetEvent
+from hilbert.fleet.merge_queue import Candidate, MergeQueue, Outcome
 from hilbert.fleet.names import Name
 from hilbert.fleet.plan import Task
 from hilbert.fleet.seams import ModelGrant, TaskSpec
@@ -35,6 +38,7 @@ from hilbert.judge.gate import run_gate
 from hilbert.models.types import Model
 from hilbert.store import EventStore
 from hilbert.workspaces import Workspaces
+from hilbert.workspaces.git import one_line
 from hilbert.workspaces.integration import Integration
 
 TRY_PROMPT = """You are {explorer}, an explorer in a hill-climb; this is try {try_no}.
@@ -141,9 +145,9 @@ async def one_try(climb: Climb, explorer: Name, try_no: int) -> None:
             ended = result.status + (f": {result.reason}" if result.reason else "")
             why = f"the explorer changed nothing (its idea: {idea}; it {ended})"
             return revert("no_change", why)
-        ref = f"refs/hilbert/climb/tries/{try_no}"
+        ref = try_ref(try_no)
         await climb.workspaces.fetch_into(checkout, climb.integration, ref)
-        await _judge(climb, try_no, base, commit, idea, revert)
+        await judge_try(climb, try_no, base, commit, idea)
     finally:
         await climb.workspaces.archive_or_remove(checkout, climb.integration)
 
@@ -155,10 +159,10 @@ def _reverter(climb: Climb, try_no: int) -> Callable[[str, str], None]:
     return revert
 
 
-async def _judge(
-    climb: Climb, try_no: int, base: str, commit: str, idea: str, revert: Callable[[str, str], None]
-) -> None:
-    """Gate, de-duplicate, measure and decide on a committed try."""
+async def judge_try(climb: Climb, try_no: int, base: str, commit: str, idea: str) -> None:
+    """Gate, de-duplicate, measure and decide on try `try_no`'s `commit` (made on `base`, stored in
+    the climb's repository as `try_ref(try_no)`): `try_kept` or `try_reverted` in the log."""
+    revert = _reverter(climb, try_no)
     started = climb.fold.state.started
     assert started is not None
     repo, git = climb.integration.path, climb.integration.git
@@ -190,13 +194,20 @@ async def _judge(
     climb.record(replace(gated, passed=passed, reasons=list(gate.reasons), findings=findings))
     if not passed:
         return revert("gate", "; ".join(gate.reasons) or "the gate did not accept it")
-    async with climb.deciding:  # measured even when the best moved: what it does to the metric is news
+    async with climb.deciding:  # the best does not move from here to the decision
         state = climb.fold.catch_up()
-        pair = (commit, state.best)  # the best now: the one it must beat, measured beside it
+        candidate, stale = commit, ""
+        if state.best != base:  # another try landed meanwhile: this one merged onto it is what counts
+            merge, conflicts = await _merged_onto(climb, try_no, state.best)
+            candidate = merge or commit  # not mergeable: measured alone (what it does is news), not kept
+            if conflicts:
+                why = f"the best moved from {base[:10]} to {state.best[:10]} while it ran, and it does not"
+                stale = f"{why} merge onto the new best (conflicts in {conflicts})"
+        pair = (candidate, state.best)  # the best now: the one it must beat, measured beside it
         measured, best_now = await climb.measurer.compare(pair, started.repeat, f"try-{try_no}")
         climb.record(
             ce.TryMeasured(
-                try_no=try_no, commit=commit, values=list(measured.values),
+                try_no=try_no, commit=candidate, values=list(measured.values),
                 median=measured.median if measured.values else 0.0, spread=measured.spread,
                 error=measured.error, best_values=list(best_now.values), runs=list(measured.runs),
             )
@@ -208,8 +219,8 @@ async def _judge(
         differs = answer_differs(measured, best_now)
         if differs:  # a table, a cutoff, a special case: found out on an input it never saw
             return revert("answer", differs)
-        if state.best != base:
-            return revert("stale", f"the best moved from {base[:10]} to {state.best[:10]} while it ran")
+        if stale:
+            return revert("stale", stale)
         best = best_now.median
         goal: Goal = "max" if started.goal == "max" else "min"
         # the best's noise from its own measurements, or either side's spread now if larger
@@ -220,14 +231,62 @@ async def _judge(
                 f" {MARGIN:g} x noise {level:g}, every reading apart)"
             )
             return revert("no_gain", why)
-        overfit = await measure_holdout(climb, try_no, commit, base)
+        overfit = await measure_holdout(climb, try_no, candidate, state.best)
         if overfit:  # better on the metric alone: not kept (and `--stop-on-overfit` ends the climb)
             return revert("overfit", overfit)
-        refused = await climb.integration.land(commit, base)
-        if refused is not None:
-            return revert("stale", refused)
-        climb.record(ce.TryKept(try_no=try_no, commit=commit, median=measured.median, previous=best))
+        outcome = await _through_the_queue(climb, try_no)
+        if outcome.kind != "merged" or outcome.commit is None:
+            stage = "merge" if outcome.kind == "rejected" else "stale"
+            return revert(stage, _unlanded(outcome))
+        climb.record(ce.TryKept(try_no=try_no, commit=outcome.commit, median=measured.median, previous=best))
     return None
+
+
+def try_ref(try_no: int) -> str:
+    """Where a try's commit waits in the integration repository."""
+    return f"refs/hilbert/climb/tries/{try_no}"
+
+
+async def _merged_onto(climb: Climb, try_no: int, best: str) -> tuple[str, str]:
+    """Try `try_no` merged onto `best` as the merge queue would merge it (`merge --no-ff`, in a merge
+    tree of its own): the merge commit, or "" and the files that conflict."""
+    tree = climb.integration.merge_tree(climb.root / "stale" / str(try_no))
+    try:
+        await tree.reset(best)
+        merged = await tree.merge(try_ref(try_no), f"merge try-{try_no} ({try_ref(try_no)})")
+        return (await tree.head(), "") if merged.ok else ("", ", ".join(merged.files) or merged.hunks)
+    finally:
+        await tree.remove()
+
+
+async def _through_the_queue(climb: Climb, try_no: int) -> Outcome:
+    """Land try `try_no` on the best branch through the merge queue, as a fleet's task lands: merged
+    onto the tip (`merge --no-ff`), the tests run on the merge, the branch moved only if they pass and
+    nobody moved it. `deciding` is held, so the tip is the best this try was measured beside and the
+    merge is the tree measured. Every step is logged (`merge_landing` before the ref moves: a resume
+    reads it, `ClimbState` folds it into the try's `landing`)."""
+    started = climb.fold.state.started
+    assert started is not None
+    queue = MergeQueue(
+        climb.integration, climb.root / "merge-scratch", test_command=started.test_command,
+        record=climb.record, runner=climb.runner, max_batch=1,
+    )  # fmt: skip
+    try:
+        queue.submit(Candidate(f"try-{try_no}", try_ref(try_no), verify=""))
+        (outcome,) = await queue.process()
+        return outcome
+    finally:
+        await queue.close()
+
+
+def _unlanded(outcome: Outcome) -> str:
+    """Why the merge queue did not land a try, in one line."""
+    if outcome.kind == "conflict":
+        return f"the merge queue found it conflicts with the best: {one_line(outcome.hunks)[:300]}"
+    if outcome.kind == "rejected":
+        tail = [line for line in outcome.output.splitlines() if line.strip()][-3:]
+        return f"the tests failed on it merged onto the best: {' / '.join(tail)[:300]}"
+    return "the best branch moved under the merge queue (someone else wrote it)"
 
 
 async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str = "") -> str:
@@ -274,4 +333,4 @@ async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str 
     return why
 
 
-__all__ = ["Climb", "guard_findings", "measure_holdout", "one_try", "prompt_for"]
+__all__ = ["Climb", "guard_findings", "judge_try", "measure_holdout", "one_try", "prompt_for", "try_ref"]
