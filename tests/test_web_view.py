@@ -52,6 +52,7 @@ def test_the_plan_is_a_graph_laid_out_by_dependency_depth_and_the_hub_pushes_onl
             stream = hub.stream()
             await hub.refresh()
             first = json.loads((await anext(stream)).split("data: ", 1)[1])
+            assert first["climb"] is None  # a fleet run: no climb section
             nodes = {n["id"]: (n["col"], n["row"], n["status"]) for n in first["plan"]["nodes"]}
             assert nodes == {
                 "A": (0, 0, "pending"),

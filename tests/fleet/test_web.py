@@ -250,3 +250,67 @@ def test_an_agent_chosen_while_anothers_transcript_is_on_its_way_gets_its_own(tm
         web.terminate()
         web.wait(timeout=30)
         web.stdout.close()  # type: ignore[union-attr]
+
+
+def test_a_climb_run_shows_its_progress_plot_and_leaderboard_live(tmp_path: Path) -> None:
+    from hilbert.climb import events as ce  # a climb's log, as `hilbert climb` writes it
+
+    run, log = "c1", tmp_path / "log.db"
+    records: list[ce.FleetEvent] = [
+        ce.ClimbStarted(
+            base="b0", metric="python bench.py", metric_kind="time", branch=f"hilbert/climb/{run}/best"
+        ),
+        ce.BaselineMeasured(commit="b0", values=[1.0, 1.1, 0.9], median=1.0, noise=0.05),
+        ce.TryStarted(try_no=1, explorer="Noether", base="b0"),
+        ce.TryGated(try_no=1, commit="c1", idea="a <b>dict</b>", passed=True, tree="t1"),
+        ce.TryMeasured(try_no=1, commit="c1", values=[0.5, 0.51, 0.49], median=0.5, spread=0.01),
+        ce.TryKept(try_no=1, commit="m1", median=0.5, previous=1.0),
+        ce.TryStarted(try_no=2, explorer="Erdős", base="m1"),
+        ce.TryGated(try_no=2, commit="c2", idea="a table", passed=True, tree="t2"),
+        ce.TryMeasured(try_no=2, commit="c2", values=[0.01] * 3, median=0.01),
+        ce.TryReverted(try_no=2, stage="answer", reason="answer_differs: on the harness's input ..."),
+    ]
+    later: list[ce.FleetEvent] = [
+        ce.TryStarted(try_no=3, explorer="Noether", base="m1"),
+        ce.TryGated(try_no=3, commit="c3", idea="sort once", passed=True, tree="t3"),
+        ce.TryMeasured(try_no=3, commit="c3", values=[0.2] * 3, median=0.2),
+        ce.TryKept(try_no=3, commit="m3", median=0.2, previous=0.5),
+        ce.ClimbFinished(reason="all 3 tries made", best="m3", median=0.2),
+    ]
+    with EventStore.open(log) as store:
+        for record in records:
+            store.append(run, "harness", record.kind, record.data())
+        command = [sys.executable, "-u", "-m", "hilbert.ui.cli", "web", run, "--db", str(log), "--port", "0"]
+        web = subprocess.Popen(command, env=command_env(), stdout=subprocess.PIPE, text=True)
+        try:
+            assert web.stdout is not None
+            url = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", web.stdout.readline())
+            assert url is not None
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=shutil.which("chromium"))
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.goto(url[0])
+                dots = page.locator("#climb-plot circle")
+                page.locator('#climb-plot circle[data-stage="answer"]').wait_for(timeout=WAIT_S * 1000)
+                assert (
+                    dots.count() == 2 and page.locator('#climb-plot circle[data-stage="kept"]').count() == 1
+                )
+                assert page.locator("#climb-plot .best-line").count() == 1
+                board = page.locator("#leaderboard").text_content() or ""
+                assert "base 1 -> best 0.5" in board and "a <b>dict</b>" in board  # from the log: as text
+                assert page.locator("#leaderboard b").count() == 0
+                page.evaluate("window.loadedOnce = true")
+                for record in later:  # the climb goes on: the page follows without a reload
+                    store.append(run, "harness", record.kind, record.data())
+                page.locator('#climb-plot circle[data-stage="kept"]').nth(1).wait_for(timeout=WAIT_S * 1000)
+                page.locator("#leaderboard", has_text="best 0.2").wait_for(timeout=WAIT_S * 1000)
+                page.locator("#run-state", has_text="climb finished").wait_for(timeout=WAIT_S * 1000)
+                assert page.evaluate("window.loadedOnce") is True and dots.count() == 3
+                shot = tmp_path / "web-climb.png"
+                page.screenshot(path=str(shot), full_page=True)
+                keep(shot)
+                browser.close()
+        finally:
+            web.terminate()
+            web.wait(timeout=30)
+            web.stdout.close()  # type: ignore[union-attr]

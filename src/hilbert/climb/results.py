@@ -1,12 +1,15 @@
-"""What a climb shows a person, from its fold: `results.tsv` (every try, one row) and the leaderboard
-(`hilbert climb --status`, `hilbert status` on a climb run)."""
+"""What a climb shows a person, from its fold: `results.tsv` (every try, one row), the leaderboard
+(`hilbert climb --status`, `hilbert status` on a climb run) and the progress plot's data (`progress`:
+drawn by `hilbert report` with matplotlib and by `hilbert web`'s page in the browser)."""
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
+from hilbert.climb.metric import MARGIN
 from hilbert.climb.state import ClimbState, TryView
 
 COLUMNS = ("try", "explorer", "idea", "median", "spread", "readings", "outcome", "stage", "why", "holdout")
@@ -48,6 +51,55 @@ def write_results(state: ClimbState, path: Path) -> None:
     partial = path.with_suffix(".tsv.partial")
     partial.write_text(results_tsv(state), encoding="utf-8")
     partial.replace(path)
+
+
+STAGE_COLOURS = {  # the progress plot's colour of a try by what became of it (report and web page)
+    "kept": "#2e7d32",
+    "no_gain": "#90a4ae",
+    "answer": "#c62828",
+    "overfit": "#6a1b9a",
+    "stale": "#ef6c00",
+    "merge": "#ad1457",
+    "measure": "#6d4c41",
+}
+OTHER = "#455a64"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The climb's progress plot as data: every measured try's median by try number, coloured by what
+    became of it (`kept`, the stage that reverted it, or `running`); the best as steps from the base's
+    median; the band an improvement must clear (`MARGIN` x the noise either side of the base)."""
+
+    base: float
+    band: float
+    last: int  # the x axis' end: one past the last try
+    best: tuple[tuple[int, float], ...]  # (try, best) corners of the step line
+    points: tuple[tuple[int, float, str], ...]  # (try, median, stage)
+    unit: str  # what the y axis counts
+
+
+def progress(state: ClimbState) -> Progress | None:
+    """The progress plot's data; None before the base was measured."""
+    base = state.baseline_median
+    if base is None:
+        return None
+    tries = sorted(state.tries.values(), key=lambda t: t.no)
+    last = max((t.no for t in tries), default=0) + 1
+    steps, best = [(0, base)], base
+    for view in tries:
+        if view.outcome == "kept" and view.median is not None:
+            steps += [(view.no, best), (view.no, view.median)]
+            best = view.median
+    steps.append((last, best))
+    points = tuple(
+        (view.no, view.median, "kept" if view.outcome == "kept" else view.stage or "running")
+        for view in tries
+        if view.median is not None
+    )
+    timed = state.started is not None and state.started.metric_kind == "time"
+    unit = "CPU seconds (harness)" if timed else "metric"
+    return Progress(base, MARGIN * state.noise, last, tuple(steps), points, unit)
 
 
 def leaderboard(state: ClimbState, top: int = 10) -> list[str]:
@@ -103,4 +155,13 @@ def _line(view: TryView) -> str:
     return f"  {mark} #{view.no:<3} {median:>10} ±{view.spread:.2g}  {view.explorer:<12} {view.idea[:60]}"
 
 
-__all__ = ["COLUMNS", "leaderboard", "progress_line", "results_tsv", "rows", "write_results"]
+__all__ = [
+    "COLUMNS",
+    "Progress",
+    "leaderboard",
+    "progress",
+    "progress_line",
+    "results_tsv",
+    "rows",
+    "write_results",
+]

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from hilbert.climb.state import ClimbFold, is_climb
 from hilbert.errors import HilbertError, UserError
 from hilbert.fleet.proposals import proposals
 from hilbert.settings import Settings
@@ -60,6 +61,7 @@ class Hub:
     ) -> None:
         self.store, self.run, self.clock, self.settings = store, run, clock, settings
         self.log = RunLog(run)
+        self.climb: ClimbFold | None = None  # a climb's own fold, once its log says it is one
         self.version, self.data = 0, ""
         self.shaped_at = -STALE_S
         self.closed = False
@@ -76,7 +78,10 @@ class Hub:
             if self.settings is not None
             else []
         )
-        data = json.dumps(page_data(self.log, proposals(self.store, self.run), now, governor))
+        if self.climb is None and is_climb(self.store, self.run):
+            self.climb = ClimbFold(self.store, self.run)
+        climb = self.climb.catch_up() if self.climb is not None else None
+        data = json.dumps(page_data(self.log, proposals(self.store, self.run), now, governor, climb))
         self.shaped_at = now
         if data != self.data:
             async with self.changed:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from hilbert.climb.results import OTHER, STAGE_COLOURS, leaderboard, progress
+from hilbert.climb.state import ClimbState
 from hilbert.fleet.plan import Plan
 from hilbert.fleet.proposals import Proposal
 from hilbert.fleet.state import FleetState
@@ -25,17 +27,22 @@ SPEND_POINTS = 400  # at most this many points of the spend line are sent: the p
 
 
 def page_data(
-    log: RunLog, proposals: Sequence[Proposal], now: float, governor: Sequence[str] = ()
+    log: RunLog,
+    proposals: Sequence[Proposal],
+    now: float,
+    governor: Sequence[str] = (),
+    climb: ClimbState | None = None,
 ) -> dict[str, Any]:
     """Everything the page shows, for `json.dumps`; `governor` is what the machine's rate-limit governor
-    does for the run's models, as `top_view.governor_lines` says it (read by the server: this is pure)."""
+    does for the run's models, as `top_view.governor_lines` says it (read by the server: this is pure);
+    `climb` the climb's fold when the run is a climb (its leaderboard and progress plot)."""
     view, state = log.view(), log.state
     summary = view.summary
     waiting = [q.asked.id for q in state.spend.waiting()] + [p.id for p in proposals if p.status == "pending"]
     return {
         "run": summary.run,
         "goal": summary.goal,
-        "state": run_label(state) if state.started is not None else "no fleet yet",
+        "state": _label(log, climb),
         "summary": {
             "outcome": summary.outcome,
             "tasks": summary.tasks,
@@ -82,8 +89,35 @@ def page_data(
         "governor": list(governor),
         "proposals": proposal_lines(proposals),
         "waiting": waiting,
+        "climb": climb_data(climb) if climb is not None and climb.started is not None else None,
         "last_id": state.last_id,
     }
+
+
+def _label(log: RunLog, climb: ClimbState | None) -> str:
+    if climb is not None and climb.started is not None:
+        return "climb finished" if climb.finished is not None else "climbing"
+    return run_label(log.state) if log.state.started is not None else "no fleet yet"
+
+
+def climb_data(state: ClimbState) -> dict[str, Any]:
+    """A climb's leaderboard (the lines `hilbert climb --status` prints) and its progress plot's data
+    (`climb.results.progress`, each point with its colour), for the page to draw."""
+    shown = progress(state)
+    plot = None
+    if shown is not None:
+        plot = {
+            "base": shown.base,
+            "band": shown.band,
+            "last": shown.last,
+            "unit": shown.unit,
+            "best": [list(corner) for corner in shown.best],
+            "points": [
+                {"try": no, "median": median, "stage": stage, "colour": STAGE_COLOURS.get(stage, OTHER)}
+                for no, median, stage in shown.points
+            ],
+        }
+    return {"leaderboard": leaderboard(state), "progress": plot, "finished": state.finished is not None}
 
 
 def plan_graph(state: FleetState) -> dict[str, Any]:

@@ -12,54 +12,27 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from hilbert.climb.metric import MARGIN
-from hilbert.climb.results import COLUMNS, leaderboard, rows
+from hilbert.climb.results import COLUMNS, OTHER, STAGE_COLOURS, leaderboard, progress, rows
 from hilbert.climb.state import ClimbState
 from hilbert.ui.report.page import CSS, _e, _section, _table
 from hilbert.ui.report.plots import _svg
 
-STAGE_COLOURS = {
-    "kept": "#2e7d32",
-    "no_gain": "#90a4ae",
-    "answer": "#c62828",
-    "overfit": "#6a1b9a",
-    "stale": "#ef6c00",
-    "measure": "#6d4c41",
-}
-OTHER = "#455a64"
-
 
 def progress_svg(state: ClimbState) -> str | None:
     """The climb's progress (None before the base was measured): tries by number, the best stepping."""
-    base = state.baseline_median
-    if base is None:
+    shown = progress(state)
+    if shown is None:
         return None
     figure = Figure(figsize=(10.0, 3.6))
     axes = figure.add_subplot()
-    tries = sorted(state.tries.values(), key=lambda t: t.no)
-    last = max((t.no for t in tries), default=0) + 1
-    band = MARGIN * state.noise
-    axes.axhspan(base - band, base + band, color="#1565c0", alpha=0.12, linewidth=0)
-    steps_x, steps_y, best = [0], [base], base
-    for view in tries:
-        if view.outcome == "kept" and view.median is not None:
-            steps_x += [view.no, view.no]
-            steps_y += [best, view.median]
-            best = view.median
-    steps_x.append(last)
-    steps_y.append(best)
-    axes.plot(steps_x, steps_y, color="#1565c0", linewidth=1.5)
-    stages: list[str] = []
-    for view in tries:
-        if view.median is None:
-            continue
-        stage = "kept" if view.outcome == "kept" else view.stage or "running"
+    axes.axhspan(shown.base - shown.band, shown.base + shown.band, color="#1565c0", alpha=0.12, linewidth=0)
+    axes.plot([x for x, _ in shown.best], [y for _, y in shown.best], color="#1565c0", linewidth=1.5)
+    for no, median, stage in shown.points:
         colour = STAGE_COLOURS.get(stage, OTHER)
         face = colour if stage == "kept" else "none"
-        axes.plot([view.no], [view.median], marker="o", markersize=6, color=colour, markerfacecolor=face)
-        stages.append(stage)
+        axes.plot([no], [median], marker="o", markersize=6, color=colour, markerfacecolor=face)
     handles = [Line2D([], [], color="#1565c0", label="best")]
-    for stage in dict.fromkeys(stages):
+    for stage in dict.fromkeys(stage for _, _, stage in shown.points):
         colour = STAGE_COLOURS.get(stage, OTHER)
         face = colour if stage == "kept" else "none"
         handles.append(
@@ -67,10 +40,8 @@ def progress_svg(state: ClimbState) -> str | None:
         )
     axes.legend(handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles))
     axes.set_xlabel("try", fontsize=8)
-    started = state.started
-    kind = "CPU seconds (harness)" if started and started.metric_kind == "time" else "metric"
-    axes.set_ylabel(kind, fontsize=8)
-    axes.set_xlim(0, last)
+    axes.set_ylabel(shown.unit, fontsize=8)
+    axes.set_xlim(0, shown.last)
     axes.tick_params(labelsize=7)
     return _svg(figure)
 

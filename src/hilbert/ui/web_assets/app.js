@@ -52,7 +52,43 @@ function render(data) {
   renderQueue(data.queue);
   renderBudgets(data.budgets, data.proposals, data.waiting);
   renderGovernor(data.governor);
+  renderClimb(data.climb);
   followTranscript();
+}
+
+// A climb's progress: each measured try's median by try number (kept filled, others hollow, coloured by
+// what became of them), the best as a step line from the base, the band an improvement must clear.
+function renderClimb(climb) {
+  $("climb-section").hidden = !climb;
+  if (!climb) return;
+  $("leaderboard").textContent = climb.leaderboard.join("\n");
+  const chart = $("climb-plot");
+  const W = 560, H = 200, L = 50, T = 20;
+  chart.setAttribute("viewBox", "0 0 " + (W + L + 10) + " " + (H + T + 30));
+  const p = climb.progress;
+  if (!p) {
+    chart.replaceChildren(svgEl("text", { x: 10, y: 14 }, "(the base is not measured yet)"));
+    return;
+  }
+  const values = [p.base - p.band, p.base + p.band, ...p.best.map((c) => c[1]), ...p.points.map((q) => q.median)];
+  const low = Math.min(...values), high = Math.max(...values), span = Math.max(high - low, 1e-12);
+  const x = (n) => (L + (n / Math.max(p.last, 1)) * W).toFixed(1);
+  const y = (v) => (T + H - ((v - low) / span) * H).toFixed(1);
+  const parts = [
+    svgEl("rect", { x: L, y: y(p.base + p.band), width: W, height: Math.max(Number(y(p.base - p.band)) - Number(y(p.base + p.band)), 1), class: "noise-band" }),
+    svgEl("line", { x1: L, y1: T + H, x2: L + W, y2: T + H, class: "axis" }),
+    svgEl("polyline", { points: p.best.map((c) => x(c[0]) + "," + y(c[1])).join(" "), class: "best-line" }),
+    svgEl("text", { x: 0, y: Number(y(high)) + 4 }, high.toPrecision(3)),
+    svgEl("text", { x: 0, y: Number(y(low)) + 4 }, low.toPrecision(3)),
+    svgEl("text", { x: L, y: 12 }, p.unit + " by try (best: line; band: what a gain must clear)"),
+    svgEl("text", { x: L + W - 40, y: T + H + 16 }, "try " + (p.last - 1)),
+  ];
+  for (const q of p.points) {
+    const dot = svgEl("circle", { cx: x(q.try), cy: y(q.median), r: 4, stroke: q.colour, fill: q.stage === "kept" ? q.colour : "none", "data-stage": q.stage });
+    dot.appendChild(svgEl("title", {}, "try " + q.try + ": " + q.median.toPrecision(4) + " (" + q.stage + ")"));
+    parts.push(dot);
+  }
+  chart.replaceChildren(...parts);
 }
 
 function renderAgents(agents) {
