@@ -164,8 +164,8 @@ def test_the_optimiser_takes_a_red_teams_ideas_from_a_file_in_order(tmp_path: Pa
     (tmp_path / "ideas.json").write_text(json.dumps(ideas))
     responder = make_responder(f"optimiser:ideas_file={tmp_path / 'ideas.json'}")
     assert isinstance(responder, OptimiserResponder)
-    assert [responder.pick("Noether", n).title for n in (1, 2, 3)] == ["first", "second", "first"]
-    assert responder.pick("Noether", 2).files == (("pairs.py", "x = 1\n"),)
+    assert [responder.pick(n).title for n in (1, 2, 3)] == ["first", "second", "first"]
+    assert responder.pick(2).files == (("pairs.py", "x = 1\n"),)
     (tmp_path / "bad.json").write_text(
         json.dumps([{"key": "c", "kind": "sneaky", "title": "t", "files": {"a": ""}}])
     )
@@ -176,3 +176,14 @@ def test_the_optimiser_takes_a_red_teams_ideas_from_a_file_in_order(tmp_path: Pa
         with pytest.raises(UserError) as refused:
             make_responder(spec)
         assert "ideas file" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_by_seed_any_six_tries_in_a_row_try_every_idea_once() -> None:
+    from hilbert.sim.optimiser.ideas import ideas
+    from hilbert.sim.optimiser.responder import OptimiserResponder
+
+    every = sorted(idea.key for idea in ideas())
+    for seed in (0, 7, 28547, 99_999):  # 28547: a demo whose three explorers all drew the same idea
+        responder = OptimiserResponder(seed)
+        for first in (1, 4):
+            assert sorted(responder.pick(n).key for n in range(first, first + len(every))) == every

@@ -1,6 +1,8 @@
 """`optimiser`: a fake-server responder that plays a climb's explorer on the sample project.
 
-    optimiser                 ideas by seed: try N of an explorer takes idea (offset + N) mod 6
+    optimiser                 ideas by seed: try N takes idea (offset + N) mod 6, the offset drawn
+                                from the seed (tries are numbered across the explorers, so any 6
+                                tries in a row try every idea once: a short climb meets a good one)
     optimiser:ideas=dict+cache  try N takes the Nth of these ideas, cycling (keys in `ideas.py`)
     optimiser:ideas_file=F.json try N takes the Nth idea of the file, cycling: a JSON list of
                                 {"key", "kind", "title", "files": {path: whole text}} (a red team's
@@ -48,11 +50,11 @@ class OptimiserResponder:
             )
         return cls(seed, chosen or tuple(idea.key for idea in extra), extra)
 
-    def pick(self, explorer: str, try_no: int) -> Idea:
+    def pick(self, try_no: int) -> Idea:
         catalogue = (*ideas(), *self.extra)
         if self.only:  # in this order, by try number
             return next(i for i in catalogue if i.key == self.only[(try_no - 1) % len(self.only)])
-        digest = hashlib.sha256(f"{self.seed}:{explorer}".encode()).digest()
+        digest = hashlib.sha256(f"{self.seed}".encode()).digest()
         return catalogue[(digest[0] + try_no) % len(catalogue)]
 
     def reply(self, conversation: Conversation) -> Reply:
@@ -63,7 +65,7 @@ class OptimiserResponder:
                 text="I only take climb tries.",
                 tool_calls=(_call(0, "finish", claim="nothing to do", evidence="no try prompt"),),
             )
-        idea = self.pick(found.group(1), int(found.group(2)))
+        idea = self.pick(int(found.group(2)))
         turn = sum(1 for m in conversation.messages if m.role == "assistant")
         if turn == 0:
             return Reply(tool_calls=(_call(turn, "read_file", path="pairs.py"),))
