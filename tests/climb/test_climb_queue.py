@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hilbert.climb import events as ce
 from hilbert.climb.driver import ClimbOptions, measure_base, open_climb
+from hilbert.climb.neardup import fingerprint
 from hilbert.climb.state import ClimbState
 from hilbert.climb.tries import Climb, judge_try, try_ref
 from hilbert.commands import Runner
@@ -97,7 +98,18 @@ def test_a_try_behind_the_best_is_merged_onto_it_measured_tested_and_landed_by_t
             assert two.median is not None and state.best_median is not None and two.median < state.best_median
             assert "1 failed" in two.reason and state.best == tested == await c.integration.tip()
 
-            # 2. another try landed a note; try 4, from the old base, a real speed-up, lands as a merge
+            # 2. another try landed a note; try 4, from the old base, a real speed-up, lands as a merge —
+            # though try 9 had the same idea: it passed the gate, then the run stopped under it (undecided)
+            interrupted = _commit(c, base, {"pairs.py": DICT}, "a dict", try_ref(9))
+            diff = _git(c, "diff", base, interrupted)
+            c.record(ce.TryStarted(try_no=9, explorer="Cy", base=base))
+            gated = {"commit": interrupted, "shingles": sorted(fingerprint(diff + "\n")), "passed": True}
+            c.record(
+                ce.TryGated(
+                    try_no=9, idea="a dict", tree=_git(c, "rev-parse", f"{interrupted}^{{tree}}"), **gated
+                )
+            )
+            c.record(ce.TryReverted(try_no=9, stage="interrupted", reason="the run stopped while it ran"))
             noted = await _another_try_landed(c, 3, {"NOTES.md": "how pairs are counted\n"})
             state = await _try(c, 4, base, {"pairs.py": DICT}, "a dict")
             four = state.tries[4]

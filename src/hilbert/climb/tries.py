@@ -178,8 +178,13 @@ async def judge_try(climb: Climb, try_no: int, base: str, commit: str, idea: str
     if guarded:  # refused before anything of it runs
         climb.record(gated)
         return revert("gate", "; ".join(gated.reasons))
-    tries = climb.fold.catch_up().tries.values()  # every try the gate let through, whatever came after
-    earlier = [(t.no, t.shingles, t.tree) for t in tries if t.passed_gate and t.no != try_no]
+    # every try the gate let through, whatever came after — but one the run stopped under: never decided
+    tries = climb.fold.catch_up().tries.values()
+    earlier = [
+        (t.no, t.shingles, t.tree)
+        for t in tries
+        if t.passed_gate and t.no != try_no and t.stage != "interrupted"
+    ]
     twin = duplicate_of(shingles, tree, earlier)
     if twin is not None:  # before the gate's runs and the measurement, the costly parts
         climb.record(gated)
