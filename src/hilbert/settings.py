@@ -101,6 +101,10 @@ def _positive() -> dict[str, float]:
     return {"above": 0}
 
 
+def _between(low: float, high: float) -> dict[str, float]:
+    return {"min": low, "max": high}
+
+
 @dataclass(frozen=True)
 class FleetSettings:
     """A fleet run (`hilbert run`)."""
@@ -248,6 +252,11 @@ class GovernorSettings:
     jitter: float = field(default=0.2, metadata=_at_least(0))  # waits are spread by up to this share
     # role ("worker", "lead") -> models tried in turn after the role's own fails for good
     fallback: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # a self-hosted engine (vLLM, SGLang): a new attempt starts only while its KV-cache usage (from its
+    # Prometheus /metrics) is below this share; 0: not gated (`hilbert.models.governor.kvcache`)
+    kv_cache_max: float = field(default=0.0, metadata=_between(0, 1))
+    kv_cache_metrics: str = ""  # the engine's /metrics; default: beside the workers' model's base URL
+    kv_cache_poll_s: float = field(default=2.0, metadata=_positive())  # how often a waiting attempt looks
 
 
 SECTIONS: dict[str, type] = {
@@ -464,6 +473,9 @@ def _coerce(kind: type, name: str, value: Any, key: str, source: str) -> Any:
         raise ConfigError(f"{source}: {key} = {value!r} is too small", hint=f"{key} is at least {low:g}")
     if above is not None and coerced <= above:
         raise ConfigError(f"{source}: {key} = {value!r} must be above {above:g}", hint=f"e.g. {key} = 1")
+    high = declared.metadata.get("max")
+    if high is not None and coerced > high:
+        raise ConfigError(f"{source}: {key} = {value!r} is too large", hint=f"{key} is at most {high:g}")
     return coerced
 
 

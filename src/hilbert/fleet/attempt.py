@@ -25,6 +25,7 @@ from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools
 from hilbert.context.policy import compaction_for
 from hilbert.errors import RunError
+from hilbert.fleet.admission import admit
 from hilbert.fleet.budget import BudgetGuard, Caps
 from hilbert.fleet.context import RunContext
 from hilbert.fleet.events import AttemptResumed, TaskAttempted, TaskStarted, WorkerRestarted
@@ -70,6 +71,8 @@ class Attempts:
         but for an interrupted run, whose workspaces wait for the resume."""
         ctx = self.ctx
         if resumed is None:
+            if ctx.admission is not None:  # a self-hosted engine whose KV cache is full: wait first
+                await admit(ctx.admission, ctx.record, task.id, name.display)
             tip = await ctx.integration.tip()
             checkout = await ctx.workspaces.provision(name.id, tip)
             workspace = str(checkout.work_tree)

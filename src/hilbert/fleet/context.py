@@ -19,6 +19,7 @@ from hilbert.fleet.events import FleetEvent, TaskStateChanged, WorkspaceClosed
 from hilbert.fleet.scheduler import TaskState
 from hilbert.fleet.state import HARNESS, FleetState, Fold
 from hilbert.fleet.stop_gate import Panel
+from hilbert.models.governor.kvcache import KvCacheGate
 from hilbert.models.types import Model
 from hilbert.security.envelope import MessageKey
 from hilbert.settings import Settings
@@ -57,6 +58,7 @@ class RunContext:
     heldout: dict[str, Path] = field(default_factory=dict)
     skills: tuple[Skill, ...] = ()
     crashes: Crashes = field(default_factory=Crashes)
+    admission: KvCacheGate | None = None  # a self-hosted engine's KV cache, before each new attempt
 
     @property
     def state(self) -> FleetState:

@@ -40,6 +40,7 @@ from hilbert.commands.leftovers import kill_marked, new_mark
 from hilbert.context.repomap import repository_map
 from hilbert.context.tokens import tokenizer_for
 from hilbert.errors import RunError, UserError
+from hilbert.fleet.admission import kv_cache_gate
 from hilbert.fleet.context import Models, RunContext
 from hilbert.fleet.crash import Crashes
 from hilbert.fleet.events import (
@@ -193,6 +194,7 @@ async def open_run(
             heldout=heldout,
             skills=tuple(skills),
             crashes=crashes or Crashes(),
+            admission=kv_cache_gate(settings.governor, models.worker),
         )
         fold.catch_up()
         ctx.cost.spent_usd = ctx.state.spent_usd  # what the run spent before it was interrupted

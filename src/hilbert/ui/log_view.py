@@ -241,6 +241,8 @@ _FLEET_LINES = {
     "budget_halted": "{id}: {agent} halts — {cap}{scope_line} reached its hard cap{reached_line}",
     "budget_waiting": "{agent} waits for your answer to {id} before its next model call",
     "budget_raised": "the person raised {id} by {by}",
+    "admission_waiting": "{worker} waits to start {task}: the engine's KV cache {usage:.0%} >= {limit:.0%}",
+    "admission_granted": "{worker} starts {task} after waiting {waited_s:.1f}s for the engine's KV cache",
     "budget_refused": "the person refused {id}: {why_line}",
     "climb_started": "climb started: `{metric}` ({goal}), {explorers} explorer(s), the best on {branch}",
     "baseline_measured": "the best ({commit:.10}) measured: median {median}, noise {noise}",

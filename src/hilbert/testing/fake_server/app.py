@@ -13,6 +13,8 @@ ignored.
     POST /v1/responses             OpenAI Responses
     GET  /v1/models[/{id}]         model list (Anthropic's shape when `anthropic-version` is sent)
     GET  /, /health                liveness
+    GET  /metrics                  a self-hosted engine's Prometheus gauge of its KV-cache usage
+                                   (vLLM's `vllm:kv_cache_usage_perc`): `kv_cache_usage`, set by a test
 
 This module holds the server's state for one run (responder, RNGs, cache, recorder, lifecycle); it is
 created per server, never at import.
@@ -85,6 +87,7 @@ class FakeApp:
         self.rate_limits = rate_limits
         self.lifecycle = Lifecycle()
         self.models_seen: set[str] = set()
+        self.kv_cache_usage = 0.0  # what /metrics reports, as a vLLM engine would (0 to 1)
         self._fault_rng = random.Random(f"faults:{seed}")
         self._latency_rng = random.Random(f"latency:{seed}")
         self.asgi: ASGIApp = Starlette(routes=self._routes())
@@ -103,6 +106,7 @@ class FakeApp:
         routes += [
             Route("/", self.health, methods=["GET", "HEAD"]),
             Route("/health", self.health, methods=["GET", "HEAD"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
             Route("/{path:path}", self.not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         ]
         return routes
@@ -266,6 +270,14 @@ class FakeApp:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
+
+    async def metrics(self, request: Request) -> Response:
+        text = (
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f'vllm:kv_cache_usage_perc{{engine="0",model_name="{DEFAULT_MODEL}"}} {self.kv_cache_usage}\n'
+        )
+        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def not_found(self, request: Request) -> Response:
         entry = self._entry(request, None, None)
