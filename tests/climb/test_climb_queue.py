@@ -132,5 +132,17 @@ def test_a_try_behind_the_best_is_merged_onto_it_measured_tested_and_landed_by_t
             assert (five.outcome, five.stage) == ("reverted", "stale") and "pairs.py" in five.reason
             assert state.best == merge == await c.integration.tip()
 
+            # 4. a stale try's idea, tried again from the new best, is judged — not refused as a duplicate
+            # of the stale one, though its tree is the same (the new best changed only what both rewrote)
+            again = "# one pass\n" + DICT
+            newest = await _another_try_landed(c, 6, {"pairs.py": BISECT})
+            state = await _try(c, 7, merge, {"pairs.py": again}, "a dict, commented")
+            assert state.tries[7].stage == "stale", state.tries[7].reason
+            state = await _try(c, 8, newest, {"pairs.py": again}, "a dict, commented")
+            assert state.tries[8].tree == state.tries[7].tree
+            assert state.tries[8].stage != "duplicate" and state.tries[8].median is not None, state.tries[
+                8
+            ].reason
+
     with EventStore.open(tmp_path / "hilbert.db") as store:
         asyncio.run(scenario(store))

@@ -62,6 +62,9 @@ READING = {
 SYSTEM = """You improve a program against a metric, one idea per try, in your own copy of the repository.
 Read before you change; keep the tests passing; never touch how the metric is measured."""
 MAX_TURNS = 30
+# reverted without a verdict on the idea: the run stopped under it, or it did not merge onto a best that
+# moved while it ran — the same idea tried again is not a near-duplicate
+UNDECIDED = ("interrupted", "stale")
 
 
 @dataclass
@@ -178,12 +181,12 @@ async def judge_try(climb: Climb, try_no: int, base: str, commit: str, idea: str
     if guarded:  # refused before anything of it runs
         climb.record(gated)
         return revert("gate", "; ".join(gated.reasons))
-    # every try the gate let through, whatever came after — but one the run stopped under: never decided
+    # every try the gate let through, whatever came after — but those never decided on their merits
     tries = climb.fold.catch_up().tries.values()
     earlier = [
         (t.no, t.shingles, t.tree)
         for t in tries
-        if t.passed_gate and t.no != try_no and t.stage != "interrupted"
+        if t.passed_gate and t.no != try_no and t.stage not in UNDECIDED
     ]
     twin = duplicate_of(shingles, tree, earlier)
     if twin is not None:  # before the gate's runs and the measurement, the costly parts
