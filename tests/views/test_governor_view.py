@@ -106,6 +106,9 @@ def test_a_busy_run_on_another_model_never_crowds_this_runs_notices_out_and_a_lo
     view = governor_view(path, [MODEL], time.time())
     assert [n.why for n in view.notices] == ["this run's breaker opened"], view.notices
     assert sorted(p.name for p in tmp_path.iterdir()) == before == ["governor.db"]
+    # a bucket of the run's model under another key, idle since before the run began, never paced it
+    assert [b.key for b in view.buckets] == [KEY]
+    assert governor_view(path, [MODEL], time.time(), since=time.time() + 60).buckets == ()
 
 
 def test_a_run_shows_the_governor_file_it_ran_with_and_nothing_when_it_ran_without_one(

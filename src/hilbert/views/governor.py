@@ -78,11 +78,14 @@ def run_models(state: FleetState) -> set[str]:
 
 
 def governor_view(path: Path, models: Iterable[str], now: float, since: float = 0.0) -> GovernorView:
-    """The governor's buckets of `models` in the file at `path`, and their notices since `since`."""
+    """The governor's buckets of `models` in the file at `path` used since `since` (a bucket of the same
+    model under another key, idle since before the run, never paced it), and their notices since."""
     wanted = set(models)
     buckets, notices = read_file(path, lambda key: key.partition("/")[2] in wanted, since, NOTICES)
     views = []
     for key, state in sorted(buckets.items()):
+        if state.last_used < since:
+            continue
         model = key.partition("/")[2]
         breaker = None if state.breaker_until is None else max(0.0, state.breaker_until - now)
         limits = tuple(
