@@ -241,8 +241,8 @@ _FLEET_LINES = {
     "budget_halted": "{id}: {agent} halts — {cap}{scope_line} reached its hard cap{reached_line}",
     "budget_waiting": "{agent} waits for your answer to {id} before its next model call",
     "budget_raised": "the person raised {id} by {by}",
-    "admission_waiting": "{worker} waits to start {task}: the engine's KV cache {usage:.0%} >= {limit:.0%}",
-    "admission_granted": "{worker} starts {task} after waiting {waited_s:.1f}s for the engine's KV cache",
+    "admission_waiting": "{worker} waits to start {task}: the engine's KV cache {usage_pct} >= {limit_pct}",
+    "admission_granted": "{worker} starts {task} after waiting {waited_s}s for the engine's KV cache",
     "budget_refused": "the person refused {id}: {why_line}",
     "climb_started": "climb started: `{metric}` ({goal}), {explorers} explorer(s), the best on {branch}",
     "baseline_measured": "the best ({commit:.10}) measured: median {median}, noise {noise}",
@@ -290,6 +290,8 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         )
         or "no findings",
         testing_list=", ".join(data.get("testing", ())),
+        usage_pct=_percent(data.get("usage")),
+        limit_pct=_percent(data.get("limit")),
         suspects_list=", ".join(data.get("suspects", ())),
         short_command=_cut(str(data.get("command", "")), 60),
         run=event.run,
@@ -368,6 +370,10 @@ _RENDERERS: dict[str, Callable[[Event, EventStore], Rendered]] = {
 
 
 # -- small text helpers ---------------------------------------------------------------------------
+
+
+def _percent(share: Any) -> str:
+    return f"{share:.0%}" if isinstance(share, int | float) else "?"
 
 
 def _clock(when: float) -> str:
