@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hilbert.climb import events as ce
+from hilbert.climb.results import Progress, progress
+from hilbert.climb.state import ClimbFold
 from hilbert.store import EventStore
 from hilbert.ui.report import write_report
 
@@ -35,3 +37,34 @@ def test_the_report_of_a_climb_shows_its_progress_and_every_try(tmp_path: Path) 
     assert "CPU seconds timed by the harness" in page and "base 1 -&gt; best 0.2" in page
     assert "a &lt;dict&gt;" in page and "<dict>" not in page  # from the log: escaped
     assert "answer_differs: on the harness" in page and "Erdős" in page
+
+
+def test_a_try_far_off_the_climb_does_not_flatten_its_progress_plot(tmp_path: Path) -> None:
+    """The plot's y range (`Progress.low`/`high`, for the report and the page) is the climb's: the base's
+    band, the best line and the tries near them; a try far off (here 500 against a best going 1 -> 0.6) is
+    drawn at the edge, not given the axis. A climb whose every reading is 0 still has a range."""
+
+    def shown(measured: list[tuple[float, str]], base: float, noise: float) -> Progress:
+        records: list[ce.FleetEvent] = [
+            ce.ClimbStarted(base="b0", metric="python bench.py", branch="hilbert/climb/c1/best"),
+            ce.BaselineMeasured(commit="b0", values=[base] * 3, median=base, noise=noise),
+        ]
+        for no, (median, stage) in enumerate(measured, 1):
+            records += [
+                ce.TryStarted(try_no=no, explorer="Noether", base="b0"),
+                ce.TryMeasured(try_no=no, commit=f"c{no}", values=[median] * 3, median=median),
+                ce.TryKept(try_no=no, commit=f"m{no}", median=median, previous=base)
+                if stage == "kept"
+                else ce.TryReverted(try_no=no, stage=stage, reason="..."),
+            ]
+        with EventStore.open(tmp_path / f"{len(measured)}-{base}.db") as store:
+            for record in records:
+                store.append("c1", "harness", record.kind, record.data())
+            plot = progress(ClimbFold(store, "c1").catch_up())
+        assert plot is not None
+        return plot
+
+    plot = shown([(0.98, "no_gain"), (0.6, "kept"), (500.0, "no_gain"), (0.59, "no_gain")], 1.0, 0.05)
+    assert plot.low <= 0.59 and plot.high >= 1.0 + plot.band and plot.high < 2.0
+    flat = shown([(0.0, "no_gain"), (0.0, "no_gain")], 0.0, 0.0)
+    assert flat.low < 0.0 < flat.high

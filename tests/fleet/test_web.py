@@ -275,7 +275,11 @@ def test_a_climb_run_shows_its_progress_plot_and_leaderboard_live(tmp_path: Path
         ce.TryGated(try_no=3, commit="c3", idea="sort once", passed=True, tree="t3"),
         ce.TryMeasured(try_no=3, commit="c3", values=[0.2] * 3, median=0.2),
         ce.TryKept(try_no=3, commit="m3", median=0.2, previous=0.5),
-        ce.ClimbFinished(reason="all 3 tries made", best="m3", median=0.2),
+        ce.TryStarted(try_no=4, explorer="Erdős", base="m3"),  # far off: on the edge, the climb readable
+        ce.TryGated(try_no=4, commit="c4", idea="a slow detour", passed=True, tree="t4"),
+        ce.TryMeasured(try_no=4, commit="c4", values=[900.0] * 3, median=900.0),
+        ce.TryReverted(try_no=4, stage="no_gain", reason="not clearly better"),
+        ce.ClimbFinished(reason="all 4 tries made", best="m3", median=0.2),
     ]
     with EventStore.open(log) as store:
         for record in records:
@@ -305,7 +309,12 @@ def test_a_climb_run_shows_its_progress_plot_and_leaderboard_live(tmp_path: Path
                 page.locator('#climb-plot circle[data-stage="kept"]').nth(1).wait_for(timeout=WAIT_S * 1000)
                 page.locator("#leaderboard", has_text="best 0.2").wait_for(timeout=WAIT_S * 1000)
                 page.locator("#run-state", has_text="climb finished").wait_for(timeout=WAIT_S * 1000)
-                assert page.evaluate("window.loadedOnce") is True and dots.count() == 3
+                assert page.evaluate("window.loadedOnce") is True and dots.count() == 4
+                kept = page.locator('#climb-plot circle[data-stage="kept"]')
+                heights = [float(kept.nth(i).get_attribute("cy") or 0) for i in range(2)]
+                assert heights[1] - heights[0] > 40  # 0.5 -> 0.2 stays visible beside a try at 900
+                far = page.locator('#climb-plot circle[data-stage="no_gain"]')
+                assert "900" in (far.locator("title").text_content() or "")
                 shot = tmp_path / "web-climb.png"
                 page.screenshot(path=str(shot), full_page=True)
                 keep(shot)

@@ -63,13 +63,15 @@ STAGE_COLOURS = {  # the progress plot's colour of a try by what became of it (r
     "measure": "#6d4c41",
 }
 OTHER = "#455a64"
+REACH = 1.0  # a try's median further than this many times the climb's own span off it is drawn at the edge
 
 
 @dataclass(frozen=True)
 class Progress:
     """The climb's progress plot as data: every measured try's median by try number, coloured by what
     became of it (`kept`, the stage that reverted it, or `running`); the best as steps from the base's
-    median; the band an improvement must clear (`MARGIN` x the noise either side of the base)."""
+    median; the band an improvement must clear (`MARGIN` x the noise either side of the base); the y
+    range `low`..`high` to draw (`y_range`: a try far off the climb is drawn at its edge)."""
 
     base: float
     band: float
@@ -77,6 +79,8 @@ class Progress:
     best: tuple[tuple[int, float], ...]  # (try, best) corners of the step line
     points: tuple[tuple[int, float, str], ...]  # (try, median, stage)
     unit: str  # what the y axis counts
+    low: float = 0.0
+    high: float = 1.0
 
 
 def progress(state: ClimbState) -> Progress | None:
@@ -99,7 +103,24 @@ def progress(state: ClimbState) -> Progress | None:
     )
     timed = state.started is not None and state.started.metric_kind == "time"
     unit = "CPU seconds (harness)" if timed else "metric"
-    return Progress(base, MARGIN * state.noise, last, tuple(steps), points, unit)
+    band = MARGIN * state.noise
+    low, high = y_range(base, band, [y for _, y in steps], [median for _, median, _ in points])
+    return Progress(base, band, last, tuple(steps), points, unit, low, high)
+
+
+def y_range(base: float, band: float, best: list[float], medians: list[float]) -> tuple[float, float]:
+    """The y range of the progress plot: the band and the best line, and every try's median within
+    `REACH` x their span of them. One try far off (a detour 1000 x slower) would otherwise get the
+    whole axis and flatten the climb into one line; it is drawn at the edge instead. Never empty (a
+    climb whose every reading is 0 is drawn around 0)."""
+    core = [base - band, base + band, *best]
+    low, high = min(core), max(core)
+    span = (high - low) or abs(base) * 0.1 or 1.0
+    near = [m for m in medians if low - REACH * span <= m <= high + REACH * span]
+    low, high = min([low, *near]), max([high, *near])
+    if high - low < span:  # every value equal: a range around them
+        low, high = low - span / 2, high + span / 2
+    return low, high
 
 
 def leaderboard(state: ClimbState, top: int = 10) -> list[str]:

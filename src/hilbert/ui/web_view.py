@@ -111,6 +111,8 @@ def climb_data(state: ClimbState) -> dict[str, Any]:
             "band": shown.band,
             "last": shown.last,
             "unit": shown.unit,
+            "low": shown.low,
+            "high": shown.high,
             "best": [list(corner) for corner in shown.best],
             "points": [
                 {"try": no, "median": median, "stage": stage, "colour": STAGE_COLOURS.get(stage, OTHER)}

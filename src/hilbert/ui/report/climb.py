@@ -3,8 +3,9 @@
 
 The plot: each measured try's median (kept ones filled, reverted ones hollow, coloured by the stage
 that reverted them), the best as a step line from the base's median, and the band of the base's
-noise × the margin an improvement must clear. Strings from the log are escaped (`page`), or drawn by
-matplotlib as outlines.
+noise × the margin an improvement must clear, over the climb's own y range (`Progress.low`/`high`:
+a try far off it is drawn on the edge, its value beside it). Strings from the log are escaped
+(`page`), or drawn by matplotlib as outlines.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ def progress_svg(state: ClimbState) -> str | None:
     for no, median, stage in shown.points:
         colour = STAGE_COLOURS.get(stage, OTHER)
         face = colour if stage == "kept" else "none"
-        axes.plot([no], [median], marker="o", markersize=6, color=colour, markerfacecolor=face)
+        drawn = min(max(median, shown.low), shown.high)  # a try far off the climb: on the edge, labelled
+        axes.plot([no], [drawn], marker="o", markersize=6, color=colour, markerfacecolor=face)
+        if drawn != median:
+            axes.annotate(f"{median:.3g}", (no, drawn), xytext=(6, -3), textcoords="offset points", size=7)
     handles = [Line2D([], [], color="#1565c0", label="best")]
     for stage in dict.fromkeys(stage for _, _, stage in shown.points):
         colour = STAGE_COLOURS.get(stage, OTHER)
@@ -42,6 +46,8 @@ def progress_svg(state: ClimbState) -> str | None:
     axes.set_xlabel("try", fontsize=8)
     axes.set_ylabel(shown.unit, fontsize=8)
     axes.set_xlim(0, shown.last)
+    margin = (shown.high - shown.low) * 0.05
+    axes.set_ylim(shown.low - margin, shown.high + margin)
     axes.tick_params(labelsize=7)
     return _svg(figure)
 

@@ -57,7 +57,9 @@ function render(data) {
 }
 
 // A climb's progress: each measured try's median by try number (kept filled, others hollow, coloured by
-// what became of them), the best as a step line from the base, the band an improvement must clear.
+// what became of them), the best as a step line from the base, the band an improvement must clear. The
+// y range is the server's (p.low..p.high: the climb's own); a try far off it sits on the edge, its
+// value in its label.
 function renderClimb(climb) {
   $("climb-section").hidden = !climb;
   if (!climb) return;
@@ -70,10 +72,9 @@ function renderClimb(climb) {
     chart.replaceChildren(svgEl("text", { x: 10, y: 14 }, "(the base is not measured yet)"));
     return;
   }
-  const values = [p.base - p.band, p.base + p.band, ...p.best.map((c) => c[1]), ...p.points.map((q) => q.median)];
-  const low = Math.min(...values), high = Math.max(...values), span = Math.max(high - low, 1e-12);
+  const low = p.low, high = p.high, span = Math.max(high - low, 1e-12);
   const x = (n) => (L + (n / Math.max(p.last, 1)) * W).toFixed(1);
-  const y = (v) => (T + H - ((v - low) / span) * H).toFixed(1);
+  const y = (v) => (T + H - ((Math.min(Math.max(v, low), high) - low) / span) * H).toFixed(1);
   const parts = [
     svgEl("rect", { x: L, y: y(p.base + p.band), width: W, height: Math.max(Number(y(p.base - p.band)) - Number(y(p.base + p.band)), 1), class: "noise-band" }),
     svgEl("line", { x1: L, y1: T + H, x2: L + W, y2: T + H, class: "axis" }),
@@ -87,6 +88,9 @@ function renderClimb(climb) {
     const dot = svgEl("circle", { cx: x(q.try), cy: y(q.median), r: 4, stroke: q.colour, fill: q.stage === "kept" ? q.colour : "none", "data-stage": q.stage });
     dot.appendChild(svgEl("title", {}, "try " + q.try + ": " + q.median.toPrecision(4) + " (" + q.stage + ")"));
     parts.push(dot);
+    if (q.median > high || q.median < low) {  // off the range: drawn on its edge, labelled
+      parts.push(svgEl("text", { x: Number(x(q.try)) + 6, y: Number(y(q.median)) + 4 }, (q.median > high ? "↑ " : "↓ ") + q.median.toPrecision(3)));
+    }
   }
   chart.replaceChildren(...parts);
 }
