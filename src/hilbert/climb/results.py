@@ -79,8 +79,8 @@ class Progress:
     best: tuple[tuple[int, float], ...]  # (try, best) corners of the step line
     points: tuple[tuple[int, float, str], ...]  # (try, median, stage)
     unit: str  # what the y axis counts
-    low: float = 0.0
-    high: float = 1.0
+    low: float  # the y range to draw
+    high: float
 
 
 def progress(state: ClimbState) -> Progress | None:
