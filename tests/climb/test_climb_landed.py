@@ -3,8 +3,9 @@
 climb landed it) but before `try_kept` reached the log: the resume keeps the try (the branch and the
 log agree again),
 rather than reverting it as interrupted with the branch left on its commit (every later landing
-refused as stale, the delivered best a try the log calls reverted). (A try's holdout is measured before
-it lands, so no kept try lacks one.)"""
+refused as stale, the delivered best a try the log calls reverted). The merge trees the dead process
+left (the queue's scratch, a try's merge onto a moved best) are removed on resume. (A try's holdout
+is measured before it lands, so no kept try lacks one.)"""
 
 from __future__ import annotations
 
@@ -60,6 +61,10 @@ def test_a_try_landed_just_before_the_process_died_is_kept_on_resume(tmp_path: P
                     )
                 )
             assert await c.integration.land(landed, base) is None  # ... and the process dies here
+            for tree in ("merge-scratch", "stale/1"):  # a killed process leaves its merge trees behind
+                (c.root / tree / "pairs.py").parent.mkdir(parents=True)
+                (c.root / tree / "pairs.py").write_text("# half a merge\n")
+                (c.root / f"{tree}.git").mkdir()
             return landed
 
     async def resumed(store: EventStore) -> tuple[ClimbState, str]:
@@ -73,3 +78,5 @@ def test_a_try_landed_just_before_the_process_died_is_kept_on_resume(tmp_path: P
     assert state.tries[1].outcome == "kept" and state.best == commit == tip
     assert state.best_median == 0.5 and state.finished is not None
     assert state.finished.reason == "all 1 tries made"
+    left = [tree for tree in ("merge-scratch", "stale/1") if (tmp_path / "climb" / tree).exists()]
+    assert not left and not (tmp_path / "climb" / "merge-scratch.git").exists()  # cleared on resume

@@ -31,7 +31,7 @@ from hilbert.climb.measure import KINDS, Kind, Measurer
 from hilbert.climb.metric import noise
 from hilbert.climb.results import progress_line, write_results
 from hilbert.climb.state import ClimbFold, ClimbState
-from hilbert.climb.tries import Climb, measure_holdout, one_try
+from hilbert.climb.tries import Climb, measure_holdout, merge_trees, one_try
 from hilbert.commands import Runner, verify_timeout
 from hilbert.commands.leftovers import kill_marked, new_mark
 from hilbert.errors import RunError, UserError
@@ -293,7 +293,7 @@ async def _close_interrupted(c: Climb) -> None:
     """End the tries the dead process left in flight: kept when the best branch had already moved to
     one — the merge queue's merge of it (`merge_landing` names it), or the try itself as an older
     climb landed it — (it died between the landing and `try_kept`: the branch is the truth of what
-    was delivered), else reverted as interrupted."""
+    was delivered), else reverted as interrupted. The merge trees it was building are removed."""
     tip = await c.integration.tip()
     for view in list(c.fold.catch_up().in_flight):
         state = c.fold.state
@@ -303,6 +303,8 @@ async def _close_interrupted(c: Climb) -> None:
         else:
             reason = "the run stopped while it ran"
             c.record(ce.TryReverted(try_no=view.no, stage="interrupted", reason=reason))
+        for tree in merge_trees(c, view.no):  # a merge it was building when the process died
+            await tree.remove()
         worker_id = next((n.id for n in allocate(64) if n.display == view.explorer), None)
         if worker_id is not None:
             checkout = c.workspaces.existing(f"{worker_id}-{view.no}", view.base)

@@ -39,7 +39,7 @@ from hilbert.models.types import Model
 from hilbert.store import EventStore
 from hilbert.workspaces import Workspaces
 from hilbert.workspaces.git import one_line
-from hilbert.workspaces.integration import Integration
+from hilbert.workspaces.integration import Integration, MergeTree
 
 TRY_PROMPT = """You are {explorer}, an explorer in a hill-climb; this is try {try_no}.
 Goal: make the metric `{metric}` {direction}. {reading}
@@ -255,10 +255,19 @@ def try_ref(try_no: int) -> str:
     return f"refs/hilbert/climb/tries/{try_no}"
 
 
+def merge_trees(climb: Climb, try_no: int) -> tuple[MergeTree, MergeTree]:
+    """The merge trees try `try_no` works in: its merge onto a best that moved (its own), and the
+    merge queue's scratch (one, used under `deciding`). A resume removes what a dead process left."""
+    return (
+        climb.integration.merge_tree(climb.root / "stale" / str(try_no)),
+        climb.integration.merge_tree(climb.root / "merge-scratch"),
+    )
+
+
 async def _merged_onto(climb: Climb, try_no: int, best: str) -> tuple[str, str]:
     """Try `try_no` merged onto `best` as the merge queue would merge it (`merge --no-ff`, in a merge
     tree of its own): the merge commit, or "" and the files that conflict."""
-    tree = climb.integration.merge_tree(climb.root / "stale" / str(try_no))
+    tree, _ = merge_trees(climb, try_no)
     try:
         await tree.reset(best)
         merged = await tree.merge(try_ref(try_no), f"merge try-{try_no} ({try_ref(try_no)})")
@@ -276,7 +285,7 @@ async def _through_the_queue(climb: Climb, try_no: int) -> Outcome:
     started = climb.fold.state.started
     assert started is not None
     queue = MergeQueue(
-        climb.integration, climb.root / "merge-scratch", test_command=started.test_command,
+        climb.integration, merge_trees(climb, try_no)[1].path, test_command=started.test_command,
         record=climb.record, runner=climb.runner, max_batch=1,
     )  # fmt: skip
     try:
@@ -341,4 +350,13 @@ async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str 
     return why
 
 
-__all__ = ["Climb", "guard_findings", "judge_try", "measure_holdout", "one_try", "prompt_for", "try_ref"]
+__all__ = [
+    "Climb",
+    "guard_findings",
+    "judge_try",
+    "measure_holdout",
+    "merge_trees",
+    "one_try",
+    "prompt_for",
+    "try_ref",
+]
