@@ -146,3 +146,28 @@ def test_a_try_behind_the_best_is_merged_onto_it_measured_tested_and_landed_by_t
 
     with EventStore.open(tmp_path / "hilbert.db") as store:
         asyncio.run(scenario(store))
+
+
+def test_a_try_is_not_landed_onto_a_best_branch_someone_else_moved(tmp_path: Path) -> None:
+    """The queue merges onto the branch's tip; the try was measured beside the best the log knows. When
+    something else wrote the branch (not a try of the climb), landing would deliver a tree nobody
+    measured: the try is reverted instead, and the branch left as it is."""
+    repo = write_sample(tmp_path / "repo")
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    model = make_model("openai:fake@http://127.0.0.1:9/v1", env={"OPENAI_API_KEY": "k"}, retry=RetryPolicy(1))
+    options = ClimbOptions(repo=repo, metric=METRIC, goal="min", test_command=TESTS_COMMAND, repeat=3)
+
+    async def scenario(store: EventStore) -> None:
+        where = {"run": "climb-moved", "root": tmp_path / "climb", "runner": Runner.unsandboxed(env)}
+        async with open_climb(options, store=store, model=model, **where) as c:  # type: ignore[arg-type]
+            await measure_base(c)
+            base = c.fold.catch_up().best
+            foreign = _commit(c, base, {"NOTES.md": "by hand\n"}, "pushed by hand", "refs/heads/elsewhere")
+            assert await c.integration.land(foreign, base) is None  # not through the climb: not in its log
+            state = await _try(c, 1, base, {"pairs.py": DICT}, "a dict")
+            one = state.tries[1]
+            assert (one.outcome, one.stage) == ("reverted", "stale"), one.reason
+            assert await c.integration.tip() == foreign and state.best == base
+
+    with EventStore.open(tmp_path / "hilbert.db") as store:
+        asyncio.run(scenario(store))

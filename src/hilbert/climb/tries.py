@@ -242,7 +242,7 @@ async def judge_try(climb: Climb, try_no: int, base: str, commit: str, idea: str
         overfit = await measure_holdout(climb, try_no, candidate, state.best)
         if overfit:  # better on the metric alone: not kept (and `--stop-on-overfit` ends the climb)
             return revert("overfit", overfit)
-        outcome = await _through_the_queue(climb, try_no)
+        outcome = await _through_the_queue(climb, try_no, state.best)
         if outcome.kind != "merged" or outcome.commit is None:
             stage = "merge" if outcome.kind == "rejected" else "stale"
             return revert(stage, _unlanded(outcome))
@@ -276,14 +276,18 @@ async def _merged_onto(climb: Climb, try_no: int, best: str) -> tuple[str, str]:
         await tree.remove()
 
 
-async def _through_the_queue(climb: Climb, try_no: int) -> Outcome:
+async def _through_the_queue(climb: Climb, try_no: int, best: str) -> Outcome:
     """Land try `try_no` on the best branch through the merge queue, as a fleet's task lands: merged
     onto the tip (`merge --no-ff`), the tests run on the merge, the branch moved only if they pass and
-    nobody moved it. `deciding` is held, so the tip is the best this try was measured beside and the
-    merge is the tree measured. Every step is logged (`merge_landing` before the ref moves: a resume
-    reads it, `ClimbState` folds it into the try's `landing`)."""
+    nobody moved it. `deciding` is held, so the tip is the best this try was measured beside (`best`)
+    and the merge is the tree measured — unless something outside the climb wrote the branch: then
+    nothing lands (`requeued`), rather than a tree nobody measured. Every step is logged
+    (`merge_landing` before the ref moves: a resume reads it, `ClimbState` folds it into the try's
+    `landing`)."""
     started = climb.fold.state.started
     assert started is not None
+    if await climb.integration.tip() != best:
+        return Outcome(f"try-{try_no}", "requeued")
     queue = MergeQueue(
         climb.integration, merge_trees(climb, try_no)[1].path, test_command=started.test_command,
         record=climb.record, runner=climb.runner, max_batch=1,
@@ -303,7 +307,7 @@ def _unlanded(outcome: Outcome) -> str:
     if outcome.kind == "rejected":
         tail = [line for line in outcome.output.splitlines() if line.strip()][-3:]
         return f"the tests failed on it merged onto the best: {' / '.join(tail)[:300]}"
-    return "the best branch moved under the merge queue (someone else wrote it)"
+    return "the best branch is not where the climb's log has it (written outside the climb): not landed"
 
 
 async def measure_holdout(climb: Climb, try_no: int, commit: str, previous: str = "") -> str:
