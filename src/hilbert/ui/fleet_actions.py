@@ -4,12 +4,14 @@ records exactly the events its command records.
 
 Each function appends the person's event to the run's log (`hilbert.fleet.inbox`,
 `hilbert.fleet.proposals`) and returns the line that says what happens next; bad input is a
-`UserError`. What must not live here: printing, and anything that reads a view's own copy of the run
-(each reads the run's fold, `hilbert.fleet.state.Fold`).
+`UserError` — a stop or a message on a climb run too (its explorers have no inbox). What must not
+live here: printing, and anything that reads a view's own copy of the run (each reads the run's
+fold, `hilbert.fleet.state.Fold`).
 """
 
 from __future__ import annotations
 
+from hilbert.climb.state import is_climb
 from hilbert.errors import UserError
 from hilbert.fleet.budget_lines import answer_budget
 from hilbert.fleet.inbox import EVERYONE, request_stop
@@ -22,8 +24,19 @@ from hilbert.ui.fleet_views import find_agent, run_ended, run_key, worker_states
 BUDGET_QUESTION = "B"  # B1, B2, ...: a budget's question (`hilbert.fleet.budget`); proposals are P1, ...
 
 
+def _not_a_climb(store: EventStore, run: str, what: str) -> None:
+    """A climb's explorers have no inbox: a stop request or a message to one would never be read."""
+    if is_climb(store, run):
+        raise UserError(
+            f"run {run} is a climb: its explorers read no {what}",
+            hint=f"stop a climb with Ctrl-C where it runs (`hilbert climb --run {run} --resume` goes on);"
+            " it also ends at its --tries, --max-time or --max-cost",
+        )
+
+
 def send_message(store: EventStore, run: str, name: str, text: str) -> str:
     """A message from the person to agent `name`, read at its next turn boundary."""
+    _not_a_climb(store, run, "messages")
     state = Fold(store, run).catch_up()
     agent = find_agent(state, name)
     deliver(store, run, agent, text, key=run_key(state))
@@ -39,6 +52,7 @@ def send_message(store: EventStore, run: str, name: str, text: str) -> str:
 
 def stop_agents(store: EventStore, run: str, name: str | None) -> str:
     """Stop agent `name` (its work is kept), or with None every agent of the run."""
+    _not_a_climb(store, run, "stop requests")
     agent = find_agent(Fold(store, run).catch_up(), name) if name else EVERYONE
     request_stop(store, run, agent)
     who = agent if name else "every agent, and no new task starts"
