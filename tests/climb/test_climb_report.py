@@ -37,6 +37,7 @@ def test_the_report_of_a_climb_shows_its_progress_and_every_try(tmp_path: Path) 
     assert "CPU seconds timed by the harness" in page and "base 1 -&gt; best 0.2" in page
     assert "a &lt;dict&gt;" in page and "<dict>" not in page  # from the log: escaped
     assert "answer_differs: on the harness" in page and "Erdős" in page
+    assert "a table (answer)" in page  # the leaderboard says why a measured try was not kept
 
 
 def test_a_try_far_off_the_climb_does_not_flatten_its_progress_plot(tmp_path: Path) -> None:

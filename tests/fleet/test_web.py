@@ -300,6 +300,11 @@ def test_a_climb_run_shows_its_progress_plot_and_leaderboard_live(tmp_path: Path
                     dots.count() == 2 and page.locator('#climb-plot circle[data-stage="kept"]').count() == 1
                 )
                 assert page.locator("#climb-plot .best-line").count() == 1
+                assert page.locator("#run-state").text_content() == "climbing"
+                assert (
+                    page.locator("#plan-section").is_hidden() and page.locator("#funnel-section").is_hidden()
+                )
+                assert "tasks" not in (page.locator("#headline").text_content() or "")  # a climb has tries
                 board = page.locator("#leaderboard").text_content() or ""
                 assert "base 1 -> best 0.5" in board and "a <b>dict</b>" in board  # from the log: as text
                 assert page.locator("#leaderboard b").count() == 0

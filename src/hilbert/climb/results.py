@@ -173,7 +173,11 @@ def progress_line(view: TryView) -> str:
 def _line(view: TryView) -> str:
     mark = "*" if view.outcome == "kept" else " "
     median = f"{view.median:.6g}" if view.median is not None else "-"
-    return f"  {mark} #{view.no:<3} {median:>10} ±{view.spread:.2g}  {view.explorer:<12} {view.idea[:60]}"
+    # a measured try not kept says why: one reverted as stale (measured alone, it did not merge onto the
+    # best that moved) can score above the best without being a tree anyone kept
+    why = "" if view.outcome == "kept" else f" ({view.stage or 'running'})"
+    line = f"  {mark} #{view.no:<3} {median:>10} ±{view.spread:.2g}  {view.explorer:<12} {view.idea[:60]}"
+    return line + why
 
 
 __all__ = [

@@ -41,8 +41,10 @@ function render(data) {
   $("goal").textContent = data.goal ? "goal: " + data.goal : "";
   const s = data.summary;
   const statuses = Object.entries(s.statuses).map(([k, n]) => n + " " + k.replace("_", " ")).join(", ");
+  const tasks = data.climb ? "" : s.tasks + " tasks (" + (statuses || "none yet") + ") — ";  // a climb has tries
+  $("plan-section").hidden = $("funnel-section").hidden = Boolean(data.climb);
   $("headline").textContent =
-    s.tasks + " tasks (" + (statuses || "none yet") + ") — " + money(s.cost_usd) + (s.unpriced ? " + $?" : "") +
+    tasks + money(s.cost_usd) + (s.unpriced ? " + $?" : "") +
     " — " + count(s.tokens.total) + " tokens (" + count(s.tokens.cache_read) + " cache reads) — " +
     Math.round(s.duration_s) + "s";
   renderAgents(data.agents);
