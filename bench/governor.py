@@ -5,11 +5,19 @@
 
 Each row starts a fresh fake server in its own process (`python -m hilbert.testing.fake_server`,
 echo responder, Anthropic protocol, `--rate-limit` of the profile, `--record` to count what it
-refused) and runs `--workers` workers in this process for the profile's length. A worker runs tasks
-back to back; a task is `--calls` model calls on one growing conversation (each call sends the
-conversation so far plus a new ~150-token request, so input tokens grow as an agent's do), each call
-through `make_model` with hilbert's retries (6 tries, Retry-After honoured). Rows:
+refused) and runs `--workers` workers in this process for the profile's length. Every row does the
+same work, so that one figure compares them:
 
+- the same calls: a worker runs tasks back to back; a task is `--calls` model calls on one growing
+  conversation (each call sends the conversation so far plus a new request), and the new request's
+  length is drawn from a random source seeded by (`--seed`, worker, task, step) — 2 to 18 sentences of
+  ~17 tokens — so worker W's k-th call is the same size in every row;
+- the same rule for a refused call: it is retried until it succeeds, never abandoned — through
+  `make_model`'s own retry (Retry-After honoured, as hilbert's per-call retry does) with its try limit
+  raised to `MAX_TRIES` for every row, and called again should that give up too (counted in
+  `failed`). So a completed call is the same unit of work in every row.
+
+Rows:
 - `fixed N`: at most N calls at once (a semaphore around `complete`), no governor — what a fleet of
   N workers does today;
 - `governor`: no semaphore, every call through a `Governor` with the default `[governor]` settings
@@ -22,22 +30,17 @@ first minute is not one free burst):
 - `halving`: 1,200 requests per minute, halved 25 s after the first request.
 
 When a row's time is up its workers start no new task and finish the one they are on (at most
-`DRAIN_S` more; nothing completed then is counted as the row's goodput, but it tells which tasks
-completed). Figures per row: goodput (the calls completed between a warm-up of `--warmup` s and the
-row's end, per minute, of the tasks that completed: a task abandoned when one of its calls failed for
-good counts none — its work is thrown away and the worker starts a new task, as a fleet's attempt is
-thrown away when its model fails for good); all calls completed in that time per minute, abandoned
-tasks' included; the input tokens of the completed
-calls per minute (calls differ in size: a task's second call sends three times the first one's
-prompt, so under a token limit a row that abandons tasks after their first call completes more,
-smaller calls — more calls, not more work);
-refused (429s / all completion requests the server saw, the whole row), p99 task time (tasks ended
-after the warm-up), calls that failed for good, and on `halving` the re-convergence time: from the
-change to the first moment after which every 5-s window's goodput stays within 15 % of the new limit
-with no 429 (the bench knows the new limit; the governor does not). The last line gives, per profile,
-the governor's goodput over the best fixed row's (`ratio_P`), the same over all completed calls
-(`calls_ratio_P`, the measure before abandoned work was taken out), its refused share, and the
-re-convergence time.
+`DRAIN_S` more, not counted in goodput: it lets the tasks on hand end, for the task times).
+Figures per row: **goodput**, the model calls completed between a warm-up of `--warmup` s and the
+row's end, per minute (the issue's measure); the input tokens of those calls per minute (equal work
+per call shows as equal tokens per call); refused (429s / all completion requests the server saw, the
+whole row); p99 task time (tasks ended after the warm-up); `failed`, calls the raised try limit gave
+up on (called again); and on `halving` the re-convergence time: from the change to the first moment
+after which every 5-s window's goodput stays within 15 % of the new limit with no 429 (the bench knows
+the new limit; the governor does not). The last line gives, per profile, the governor's goodput over
+the best fixed row's (`ratio_P`), its goodput (`goodput_P`), refused share (`refused_P`), p99 task
+time (`p99_task_s_P`), and the re-convergence time. `--trace FILE` writes the governor row's state
+every 0.5 s (JSON lines) to see why it paces as it does.
 """
 
 from __future__ import annotations
@@ -46,16 +49,20 @@ import argparse
 import asyncio
 import json
 import math
+import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from hilbert.errors import ModelError
 from hilbert.models import make_model
-from hilbert.models.governor import governor_from
-from hilbert.models.types import Completion, Message
+from hilbert.models.governor import Governor, governor_from
+from hilbert.models.governor.store import read_file
+from hilbert.models.types import Message
 from hilbert.settings import GovernorSettings
 from hilbert.testing.fake_server.process import start_process
 
@@ -75,8 +82,15 @@ PROFILES = {
 }
 ROWS = ("8", "16", "64", "128", "governor")
 DRAIN_S = 30.0  # at the end of a row, how long its workers may take to finish the task they are on
+MAX_TRIES = 1000  # every row's per-call try limit: a refused call is retried, never abandoned
 LATENCY = "ttft=uniform:0.5:1.5"
-REQUEST = " ".join(["Please read the module, run its tests and fix the failing assertion."] * 10)
+SENTENCE = "Please read the module, run its tests and fix the failing assertion."
+SAMPLE_S = 0.5  # --trace: how often the governor's state is written
+
+
+def request(seed: int, worker: int, task: int, step: int) -> str:
+    """The new request of one call: 2 to 18 sentences, the same in every row (seeded by its place)."""
+    return " ".join([SENTENCE] * random.Random(f"{seed}/{worker}/{task}/{step}").randint(2, 18))
 
 
 @dataclass
@@ -91,25 +105,46 @@ class Row:
     reconverge_s: float | None = None
     started: float = 0.0  # when the workers started (unix seconds)
     calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
-    useful: list[float] = field(default_factory=list)  # when each call of a completed task completed
-    all_calls: float = 0.0  # every call completed after the warm-up, per minute (abandoned tasks' too)
     tokens: list[int] = field(default_factory=list)  # the input tokens of each completed call
     input_tpm: float = 0.0  # input tokens of the calls completed after the warm-up, per minute
     tasks: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of completed tasks
 
 
-async def drive(url: str, row: str, seconds: float, workers: int, calls: int, home: Path) -> Row:
+async def drive(
+    url: str, row: str, seconds: float, args: argparse.Namespace, home: Path, trace: IO[str] | None
+) -> Row:
     """Run the workers for `seconds`; the completion times of calls, the tasks, the failures."""
     governor = governor_from(GovernorSettings(path=home / "governor.db"), home) if row == "governor" else None
-    model = make_model(f"anthropic:bench-model@{url}", env={"ANTHROPIC_API_KEY": "bench"}, governor=governor)
+    model = make_model(
+        f"anthropic:bench-model@{url}",
+        env={"ANTHROPIC_API_KEY": "bench"},
+        governor=governor,
+        max_attempts=MAX_TRIES,
+    )
     gate = asyncio.Semaphore(int(row)) if governor is None else None
     result = Row("", row, started=time.time())
+    asking = 0  # calls asked for and not yet returned (waiting for the governor, or on the wire)
 
-    async def call(messages: list[Message]) -> Completion:
-        if gate is None:
-            return await model.complete(messages)
-        async with gate:
-            return await model.complete(messages)
+    async def call(messages: list[Message]) -> Message:
+        """One model call, tried again until it completes (the same rule for every row)."""
+        nonlocal asking
+        asking += 1
+        try:
+            while True:
+                try:
+                    if gate is None:
+                        reply = await model.complete(messages)
+                    else:
+                        async with gate:
+                            reply = await model.complete(messages)
+                except ModelError:
+                    result.failed += 1
+                    continue
+                result.calls.append(time.time())
+                result.tokens.append(reply.usage.input_tokens)
+                return reply.message
+        finally:
+            asking -= 1
 
     closing = asyncio.Event()  # the row's time is up: finish the task on hand, start no other
 
@@ -117,33 +152,56 @@ async def drive(url: str, row: str, seconds: float, workers: int, calls: int, ho
         task = 0
         while not closing.is_set():
             started = time.time()
-            messages = [Message("user", f"worker {number} task {task}: {REQUEST}")]
-            done: list[float] = []  # when this task's calls completed
-            for step in range(calls):
-                try:
-                    reply = await call(messages)
-                except ModelError:
-                    result.failed += 1
-                    break
-                done.append(time.time())
-                result.calls.append(done[-1])
-                result.tokens.append(reply.usage.input_tokens)
-                messages += [reply.message, Message("user", f"step {step + 1}: {REQUEST}")]
-            else:
-                result.tasks.append((started, time.time()))
-                result.useful += done
+            messages = [
+                Message("user", f"worker {number} task {task}: {request(args.seed, number, task, 0)}")
+            ]
+            for step in range(args.calls):
+                messages.append(await call(messages))
+                messages.append(
+                    Message("user", f"step {step + 1}: {request(args.seed, number, task, step + 1)}")
+                )
+            result.tasks.append((started, time.time()))
             task += 1
 
-    running = [asyncio.create_task(worker(n)) for n in range(workers)]
+    running = [asyncio.create_task(worker(n)) for n in range(args.workers)]
+    sampler = (
+        asyncio.create_task(sample(governor, trace, result, lambda: asking))
+        if governor is not None and trace is not None
+        else None
+    )
     await asyncio.sleep(seconds)
     closing.set()
     await asyncio.wait(running, timeout=DRAIN_S)
-    for job in running:
+    for job in [*running, *([sampler] if sampler else [])]:
         job.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
+    await asyncio.gather(*running, *([sampler] if sampler else []), return_exceptions=True)
     if governor is not None:
         governor.close()
     return result
+
+
+async def sample(governor: Governor, trace: IO[str], result: Row, asking: Callable[[], int]) -> None:
+    """Every `SAMPLE_S`, the governor's bucket as its file holds it and the bench's own counts."""
+    while True:
+        await asyncio.sleep(SAMPLE_S)
+        now = time.time()
+        buckets, _ = read_file(governor.store.path, lambda key: True)
+        for key, state in buckets.items():
+            levels = {name: [round(b.level), round(b.limit)] for name, b in state.levels.items()}
+            line = {
+                "t": round(now - result.started, 2),
+                "key": key,
+                "window": state.limit,
+                "in_flight": len(state.leases),
+                "asking": asking(),
+                "completed": len(result.calls),
+                "paused_s": round(max(0.0, state.paused_until - now), 2),
+                "token_ratio": round(state.token_ratio, 3),
+                "slow_start": state.slow_start,
+                "levels": levels,
+            }
+            trace.write(json.dumps(line) + "\n")
+        trace.flush()
 
 
 def _p99(values: list[float]) -> float:
@@ -153,14 +211,16 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namespace) -> Row:
+def run_row(
+    profile_name: str, profile: Profile, row: str, args: argparse.Namespace, trace: IO[str] | None
+) -> Row:
     with tempfile.TemporaryDirectory(prefix="bench-governor-") as tmp:
         record = Path(tmp) / "requests.jsonl"
         server, url = start_process(
             "--responder", "echo", "--latency", LATENCY, "--rate-limit", profile.spec, "--record", str(record)
         )
         try:
-            result = asyncio.run(drive(url, row, profile.seconds, args.workers, args.calls, Path(tmp)))
+            result = asyncio.run(drive(url, row, profile.seconds, args, Path(tmp), trace))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -170,8 +230,7 @@ def run_row(profile_name: str, profile: Profile, row: str, args: argparse.Namesp
     began = result.started
     warm_from, ends = began + args.warmup, began + profile.seconds
     measured = profile.seconds - args.warmup
-    result.all_calls = sum(1 for t in result.calls if warm_from <= t < ends) / measured * 60
-    result.goodput = sum(1 for t in result.useful if warm_from <= t < ends) / measured * 60
+    result.goodput = sum(1 for t in result.calls if warm_from <= t < ends) / measured * 60
     counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if warm_from <= t < ends]
     result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
@@ -209,10 +268,14 @@ def main() -> int:
     )
     parser.add_argument("--workers", type=int, default=128)
     parser.add_argument("--calls", type=int, default=2, help="model calls per task")
+    parser.add_argument("--seed", type=int, default=17, help="seeds the requests' lengths (every row alike)")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds not counted in goodput")
     parser.add_argument("--profiles", default=",".join(PROFILES), help="a comma-separated subset")
     parser.add_argument("--rows", default=",".join(ROWS), help="fixed concurrencies and/or governor")
     parser.add_argument("--seconds", type=float, help="every profile this long (halving: change at 40 %%)")
+    parser.add_argument(
+        "--trace", type=Path, help="write the governor row's state every 0.5 s here (JSON lines)"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke: rpm only, fixed 16 and governor, 8 s")
     args = parser.parse_args()
     if args.quick:
@@ -221,25 +284,30 @@ def main() -> int:
     if args.seconds:
         profiles = {name: _shortened(p, args.seconds) for name, p in profiles.items()}
     rows = args.rows.split(",")
-    header = "| profile | row | goodput (calls/min) | all calls/min | input tokens/min | refused | requests"
-    print(header + " | p99 task (s) | failed | re-converged (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| profile | row | goodput (calls/min) | input tokens/min | refused | requests | p99 task (s)"
+        " | failed | re-converged (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     results: dict[str, list[Row]] = {}
+    trace = args.trace.open("w") if args.trace else None
     for name, profile in profiles.items():
         for row in rows:
-            result = run_row(name, profile, row, args)
+            if trace is not None:
+                trace.write(json.dumps({"profile": name, "row": row}) + "\n")
+            result = run_row(name, profile, row, args, trace)
             results.setdefault(name, []).append(result)
             label = "governor" if row == "governor" else f"fixed {row}"
             reconverged = "-" if result.reconverge_s is None else f"{result.reconverge_s:.1f}"
             if profile.change_s is not None and result.reconverge_s is None:
                 reconverged = "never"
             print(
-                f"| {name} | {label} | {result.goodput:.0f} | {result.all_calls:.0f}"
-                f" | {result.input_tpm:,.0f} | {result.refused:.1%}"
-                f" | {result.requests} |"
-                f" {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
+                f"| {name} | {label} | {result.goodput:.0f} | {result.input_tpm:,.0f} | {result.refused:.1%}"
+                f" | {result.requests} | {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
                 flush=True,
             )
+    if trace is not None:
+        trace.close()
     print(" ".join(_summary(name, rows) for name, rows in results.items()))
     return 0
 
@@ -256,17 +324,16 @@ def _summary(name: str, rows: list[Row]) -> str:
     if not governed:
         return f"best_fixed_{name}={max(r.goodput for r in fixed):.0f}"
     governor = governed[0]
-    best = max((r.goodput for r in fixed), default=math.nan)
-    best_calls = max((r.all_calls for r in fixed), default=math.nan)
-    parts = [
-        f"ratio_{name}={governor.goodput / best:.3f}" if fixed else f"goodput_{name}={governor.goodput:.0f}",
-        f"calls_ratio_{name}={governor.all_calls / best_calls:.3f}" if fixed else "",
+    parts = [f"ratio_{name}={governor.goodput / max(r.goodput for r in fixed):.3f}"] if fixed else []
+    parts += [
+        f"goodput_{name}={governor.goodput:.0f}",
         f"refused_{name}={governor.refused:.4f}",
+        f"p99_task_s_{name}={governor.p99_task_s:.1f}",
     ]
     if PROFILES[name].change_s is not None:
         reconverged = "never" if governor.reconverge_s is None else f"{governor.reconverge_s:.1f}"
         parts.append(f"reconverge_s_{name}={reconverged}")
-    return " ".join(part for part in parts if part)
+    return " ".join(parts)
 
 
 if __name__ == "__main__":
