@@ -5,17 +5,21 @@
 
 Each row starts a fresh fake server in its own process (`python -m hilbert.testing.fake_server`,
 echo responder, Anthropic protocol, `--rate-limit` of the profile, `--record` to count what it
-refused) and runs `--workers` workers in this process for the profile's length. Every row does the
-same work, so that one figure compares them:
+refused) and runs `--workers` workers in this process until the profile's work is done. Every row
+does the same work, so that one figure compares them:
 
-- the same calls: a worker runs tasks back to back; a task is `--calls` model calls on one growing
-  conversation (each call sends the conversation so far plus a new request), and the new request's
-  length is drawn from a random source seeded by (`--seed`, worker, task, step) — 2 to 18 sentences of
-  ~17 tokens — so worker W's k-th call is the same size in every row;
-- the same rule for a refused call: it is retried until it succeeds, never abandoned — through
+- the same calls: the profile's work is a list of tasks, which the workers take one at a time; a task
+  is `--calls` model calls on one growing conversation (each call sends the conversation so far plus a
+  new request), and each new request is 2 to 18 sentences of ~17 tokens, its length drawn from a
+  random source seeded by (`--seed`, task, step) — task T's calls are the same in every row;
+- the same rule for a refused call: it is retried until it completes, never abandoned — through
   `make_model`'s own retry (Retry-After honoured, as hilbert's per-call retry does) with its try limit
   raised to `MAX_TRIES` for every row, and called again should that give up too (counted in
-  `failed`). So a completed call is the same unit of work in every row.
+  `failed`);
+- the same amount: a row ends when its last call completes (a row not done in `ROW_LIMIT_S` is
+  stopped and its unfinished tasks printed). Counting calls in a fixed time window instead let a
+  row that starved its large calls (a token bucket lets small ones through first) complete more,
+  smaller calls in the window and leave the large ones for after it.
 
 Rows:
 - `fixed N`: at most N calls at once (a semaphore around `complete`), no governor — what a fleet of
@@ -24,23 +28,21 @@ Rows:
   (the same on every profile; nothing tells it the limits: it learns them from the headers).
 
 Profiles (limits per API key and model; each bucket holds `burst=2` seconds of its refill, so the
-first minute is not one free burst):
-- `rpm`: 1,200 requests per minute;
-- `tpm`: 270,000 input tokens per minute (requests unlimited);
-- `halving`: 1,200 requests per minute, halved 25 s after the first request.
+first minute is not one free burst), sized so that the best rows take about 40 s:
+- `rpm`: 1,200 requests per minute, 400 tasks;
+- `tpm`: 270,000 input tokens per minute (requests unlimited), 220 tasks;
+- `halving`: 1,200 requests per minute, halved 25 s after the first request, 480 tasks (≈70 s).
 
-When a row's time is up its workers start no new task and finish the one they are on (at most
-`DRAIN_S` more, not counted in goodput: it lets the tasks on hand end, for the task times).
-Figures per row: **goodput**, the model calls completed between a warm-up of `--warmup` s and the
-row's end, per minute (the issue's measure); the input tokens of those calls per minute (equal work
-per call shows as equal tokens per call); refused (429s / all completion requests the server saw, the
-whole row); p99 task time (tasks ended after the warm-up); `failed`, calls the raised try limit gave
-up on (called again); and on `halving` the re-convergence time: from the change to the first moment
-after which every 5-s window's goodput stays within 15 % of the new limit with no 429 (the bench knows
-the new limit; the governor does not). The last line gives, per profile, the governor's goodput over
-the best fixed row's (`ratio_P`), its goodput (`goodput_P`), refused share (`refused_P`), p99 task
-time (`p99_task_s_P`), and the re-convergence time. `--trace FILE` writes the governor row's state
-every 0.5 s (JSON lines) to see why it paces as it does.
+Figures per row: **goodput**, the model calls completed from a warm-up of `--warmup` s to the row's
+last completion, per minute (the issue's measure: completed model calls per minute); the input tokens
+of those calls per minute; refused (429s / all completion requests the server saw, the whole row);
+p99 task time (tasks ended after the warm-up); the row's time; `failed` (above); and on `halving` the
+re-convergence time: from the change to the first moment after which every 5-s window's completed
+calls stay within 15 % of the new limit with no 429, up to when the last task was taken (after that
+workers go idle; the bench knows the new limit, the governor does not). The last line gives, per
+profile, the governor's goodput over the best fixed row's (`ratio_P`), its goodput (`goodput_P`),
+refused share (`refused_P`), p99 task time (`p99_task_s_P`), and the re-convergence time. `--trace
+FILE` writes the governor row's state every 0.5 s (JSON lines) to see why it paces as it does.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -70,27 +72,27 @@ from hilbert.testing.fake_server.process import start_process
 @dataclass(frozen=True)
 class Profile:
     spec: str
-    seconds: float
+    tasks: int  # the row's work: the best rows take about 40 s (halving: 70 s)
     change_s: float | None = None  # when the limits change, after the server's first request
     after_per_min: float | None = None  # the calls a minute the new limit allows (to measure only)
 
 
 PROFILES = {
-    "rpm": Profile("rpm=1200,burst=2", 40),
-    "tpm": Profile("itpm=270000,burst=2", 40),
-    "halving": Profile("rpm=1200,burst=2,change_after=25,factor=0.5", 70, change_s=25, after_per_min=600),
+    "rpm": Profile("rpm=1200,burst=2", 400),
+    "tpm": Profile("itpm=270000,burst=2", 220),
+    "halving": Profile("rpm=1200,burst=2,change_after=25,factor=0.5", 480, change_s=25, after_per_min=600),
 }
 ROWS = ("8", "16", "64", "128", "governor")
-DRAIN_S = 30.0  # at the end of a row, how long its workers may take to finish the task they are on
+ROW_LIMIT_S = 400.0  # a row not done by then is stopped (its unfinished tasks are printed)
 MAX_TRIES = 1000  # every row's per-call try limit: a refused call is retried, never abandoned
 LATENCY = "ttft=uniform:0.5:1.5"
 SENTENCE = "Please read the module, run its tests and fix the failing assertion."
 SAMPLE_S = 0.5  # --trace: how often the governor's state is written
 
 
-def request(seed: int, worker: int, task: int, step: int) -> str:
+def request(seed: int, task: int, step: int) -> str:
     """The new request of one call: 2 to 18 sentences, the same in every row (seeded by its place)."""
-    return " ".join([SENTENCE] * random.Random(f"{seed}/{worker}/{task}/{step}").randint(2, 18))
+    return " ".join([SENTENCE] * random.Random(f"{seed}/{task}/{step}").randint(2, 18))
 
 
 @dataclass
@@ -102,8 +104,11 @@ class Row:
     requests: int = 0
     p99_task_s: float = math.nan
     failed: int = 0
+    unfinished: int = 0  # tasks not done within ROW_LIMIT_S
+    elapsed: float = 0.0  # from the start to the last call's completion
     reconverge_s: float | None = None
     started: float = 0.0  # when the workers started (unix seconds)
+    last_taken: float = 0.0  # when the last task was taken (until then no worker was idle)
     calls: list[float] = field(default_factory=list)  # when each call completed (unix seconds)
     tokens: list[int] = field(default_factory=list)  # the input tokens of each completed call
     input_tpm: float = 0.0  # input tokens of the calls completed after the warm-up, per minute
@@ -111,9 +116,9 @@ class Row:
 
 
 async def drive(
-    url: str, row: str, seconds: float, args: argparse.Namespace, home: Path, trace: IO[str] | None
+    url: str, row: str, tasks: int, args: argparse.Namespace, home: Path, trace: IO[str] | None
 ) -> Row:
-    """Run the workers for `seconds`; the completion times of calls, the tasks, the failures."""
+    """Run the workers until `tasks` tasks are done; the completion times of calls, the tasks."""
     governor = governor_from(GovernorSettings(path=home / "governor.db"), home) if row == "governor" else None
     model = make_model(
         f"anthropic:bench-model@{url}",
@@ -146,32 +151,27 @@ async def drive(
         finally:
             asking -= 1
 
-    closing = asyncio.Event()  # the row's time is up: finish the task on hand, start no other
+    work = iter(range(tasks))  # the row's tasks, shared: each worker takes the next one
 
-    async def worker(number: int) -> None:
-        task = 0
-        while not closing.is_set():
+    async def worker() -> None:
+        for task in work:
             started = time.time()
-            messages = [
-                Message("user", f"worker {number} task {task}: {request(args.seed, number, task, 0)}")
-            ]
+            if task == tasks - 1:
+                result.last_taken = started
+            messages = [Message("user", f"task {task}: {request(args.seed, task, 0)}")]
             for step in range(args.calls):
                 messages.append(await call(messages))
-                messages.append(
-                    Message("user", f"step {step + 1}: {request(args.seed, number, task, step + 1)}")
-                )
+                messages.append(Message("user", f"step {step + 1}: {request(args.seed, task, step + 1)}"))
             result.tasks.append((started, time.time()))
-            task += 1
 
-    running = [asyncio.create_task(worker(n)) for n in range(args.workers)]
+    running = [asyncio.create_task(worker()) for _ in range(args.workers)]
     sampler = (
         asyncio.create_task(sample(governor, trace, result, lambda: asking))
         if governor is not None and trace is not None
         else None
     )
-    await asyncio.sleep(seconds)
-    closing.set()
-    await asyncio.wait(running, timeout=DRAIN_S)
+    await asyncio.wait(running, timeout=ROW_LIMIT_S)
+    result.unfinished = tasks - len(result.tasks)
     for job in [*running, *([sampler] if sampler else [])]:
         job.cancel()
     await asyncio.gather(*running, *([sampler] if sampler else []), return_exceptions=True)
@@ -220,7 +220,7 @@ def run_row(
             "--responder", "echo", "--latency", LATENCY, "--rate-limit", profile.spec, "--record", str(record)
         )
         try:
-            result = asyncio.run(drive(url, row, profile.seconds, args, Path(tmp), trace))
+            result = asyncio.run(drive(url, row, profile.tasks, args, Path(tmp), trace))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -228,18 +228,19 @@ def run_row(
     completions = [(r["time"], r["status"]) for r in seen if r["path"].endswith("/messages")]
     result.profile = profile_name
     began = result.started
-    warm_from, ends = began + args.warmup, began + profile.seconds
-    measured = profile.seconds - args.warmup
-    result.goodput = sum(1 for t in result.calls if warm_from <= t < ends) / measured * 60
-    counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if warm_from <= t < ends]
+    warm_from, ends = began + args.warmup, max(result.calls, default=began)
+    measured = max(1e-9, ends - warm_from)
+    result.goodput = sum(1 for t in result.calls if warm_from <= t) / measured * 60
+    counted = [n for t, n in zip(result.calls, result.tokens, strict=True) if warm_from <= t]
     result.input_tpm = sum(counted) / measured * 60
     result.p99_task_s = _p99([end - start for start, end in result.tasks if end >= warm_from])
+    result.elapsed = ends - began
     result.requests = len(completions)
     refused = [t for t, status in completions if status == 429]
     result.refused = len(refused) / max(1, len(completions))
     if profile.change_s is not None and profile.after_per_min and completions:
         change = completions[0][0] + profile.change_s
-        result.reconverge_s = _reconverge(result.calls, refused, change, began + profile.seconds, profile)
+        result.reconverge_s = _reconverge(result.calls, refused, change, result.last_taken, profile)
     return result
 
 
@@ -272,23 +273,23 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds not counted in goodput")
     parser.add_argument("--profiles", default=",".join(PROFILES), help="a comma-separated subset")
     parser.add_argument("--rows", default=",".join(ROWS), help="fixed concurrencies and/or governor")
-    parser.add_argument("--seconds", type=float, help="every profile this long (halving: change at 40 %%)")
+    parser.add_argument("--tasks", type=int, help="every profile's work, in tasks (default: the profile's)")
     parser.add_argument(
         "--trace", type=Path, help="write the governor row's state every 0.5 s here (JSON lines)"
     )
     parser.add_argument("--quick", action="store_true", help="a smoke: rpm only, fixed 16 and governor, 8 s")
     args = parser.parse_args()
     if args.quick:
-        args.profiles, args.rows, args.seconds, args.warmup, args.workers = "rpm", "16,governor", 8, 2, 32
+        args.profiles, args.rows, args.tasks, args.warmup, args.workers = "rpm", "16,governor", 60, 2, 32
     profiles = {name: PROFILES[name] for name in args.profiles.split(",")}
-    if args.seconds:
-        profiles = {name: _shortened(p, args.seconds) for name, p in profiles.items()}
+    if args.tasks:
+        profiles = {name: replace(p, tasks=args.tasks) for name, p in profiles.items()}
     rows = args.rows.split(",")
     print(
         "| profile | row | goodput (calls/min) | input tokens/min | refused | requests | p99 task (s)"
-        " | failed | re-converged (s) |"
+        " | row time (s) | failed | unfinished | re-converged (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     results: dict[str, list[Row]] = {}
     trace = args.trace.open("w") if args.trace else None
     for name, profile in profiles.items():
@@ -303,19 +304,14 @@ def main() -> int:
                 reconverged = "never"
             print(
                 f"| {name} | {label} | {result.goodput:.0f} | {result.input_tpm:,.0f} | {result.refused:.1%}"
-                f" | {result.requests} | {result.p99_task_s:.1f} | {result.failed} | {reconverged} |",
+                f" | {result.requests} | {result.p99_task_s:.1f} | {result.elapsed:.1f}"
+                f" | {result.failed} | {result.unfinished} | {reconverged} |",
                 flush=True,
             )
     if trace is not None:
         trace.close()
     print(" ".join(_summary(name, rows) for name, rows in results.items()))
     return 0
-
-
-def _shortened(profile: Profile, seconds: float) -> Profile:
-    change = None if profile.change_s is None else round(seconds * 0.4, 1)
-    spec = profile.spec.replace("change_after=25", f"change_after={change}") if change else profile.spec
-    return Profile(spec, seconds, change, profile.after_per_min)
 
 
 def _summary(name: str, rows: list[Row]) -> str:
