@@ -1,6 +1,6 @@
 """The rate-limit governor against fixed concurrency: 128 workers, three limit profiles.
 
-    python bench/governor.py                 # all three profiles, every row (≈19 min on 2 cores)
+    python bench/governor.py                 # all three profiles, every row (≈17 min on 2 cores)
     python bench/governor.py --quick         # a smoke: one short profile, two rows
 
 Each row starts a fresh fake server in its own process (`python -m hilbert.testing.fake_server`,
