@@ -14,8 +14,8 @@ does the same work, so that one figure compares them:
   random source seeded by (`--seed`, task, step) — task T's calls are the same in every row;
 - the same rule for a refused call: it is retried until it completes, never abandoned — through
   `make_model`'s own retry (Retry-After honoured, as hilbert's per-call retry does) with its try limit
-  raised to `MAX_TRIES` for every row, and called again should that give up too (counted in
-  `failed`);
+  raised to `MAX_TRIES` for every row (a call that fails otherwise, say a 400, stops its worker:
+  `failed`, its task `unfinished`, the first error on stderr);
 - the same amount: a row ends when its last call completes (a row not done in `ROW_LIMIT_S` is
   stopped and its unfinished tasks printed). Counting calls in a fixed time window instead let a
   row that starved its large calls (a token bucket lets small ones through first) complete more,
@@ -131,25 +131,25 @@ async def drive(
     asking = 0  # calls asked for and not yet returned (waiting for the governor, or on the wire)
 
     async def call(messages: list[Message]) -> Message:
-        """One model call, tried again until it completes (the same rule for every row)."""
+        """One model call; hilbert's retry tries it until it completes (`MAX_TRIES`, every row)."""
         nonlocal asking
         asking += 1
         try:
-            while True:
-                try:
-                    if gate is None:
-                        reply = await model.complete(messages)
-                    else:
-                        async with gate:
-                            reply = await model.complete(messages)
-                except ModelError:
-                    result.failed += 1
-                    continue
-                result.calls.append(time.time())
-                result.tokens.append(reply.usage.input_tokens)
-                return reply.message
+            if gate is None:
+                reply = await model.complete(messages)
+            else:
+                async with gate:
+                    reply = await model.complete(messages)
+        except ModelError as error:  # not a refusal (those are retried): the worker stops, said once
+            result.failed += 1
+            if result.failed == 1:
+                print(f"failed: {error}", file=sys.stderr)
+            raise
         finally:
             asking -= 1
+        result.calls.append(time.time())
+        result.tokens.append(reply.usage.input_tokens)
+        return reply.message
 
     work = iter(range(tasks))  # the row's tasks, shared: each worker takes the next one
 
