@@ -92,11 +92,15 @@ def _replay(
 
 
 def _same(reply: Reply, turn: Message) -> bool:
-    """Whether a rendered reply makes the recorded turn's tool calls (or, without any, says its text)."""
+    """Whether a rendered reply makes the recorded turn's tool calls (or, without any, says its text).
+    A client may record a call with arguments it filled in itself (Claude Code adds `replace_all:
+    false` to every Edit): the call is the same when each argument the reply gave is recorded as given."""
     if not reply.tool_calls and not turn.tool_calls:
         return reply.text.strip() == turn.content.strip()
-    mine = [(call.name, call.arguments) for call in reply.tool_calls]
-    return mine == [(call.name, call.arguments) for call in turn.tool_calls]
+    if [call.name for call in reply.tool_calls] != [call.name for call in turn.tool_calls]:
+        return False
+    pairs = zip(reply.tool_calls, turn.tool_calls, strict=True)
+    return all(mine.arguments.items() <= recorded.arguments.items() for mine, recorded in pairs)
 
 
 def _replay_inputs(conversation: Conversation, dialect: Dialect) -> tuple[Brief, list[Observation]]:
