@@ -246,6 +246,28 @@ def test_a_fix_that_passes_its_one_test_but_breaks_another_is_put_back(tmp_path:
     assert "python -m pytest -q --tb=no -rf" in commands, commands
 
 
+def test_the_whole_suite_is_run_without_a_fix_only_when_it_fails_a_test_the_task_does_not_run(
+    tmp_path: Path,
+) -> None:
+    """With a task's command that runs one test, the whole suite is run once after a fix that passes;
+    only when it fails a test the task's command does not run is it run again with the line put back,
+    and a test that failed before too (not the task's) does not cost the fix."""
+    wide = "python -m pytest -q --tb=no -rf"
+    for name, other in (("clean", "1"), ("red-elsewhere", "2")):
+        root = tmp_path / name
+        (root / "tests").mkdir(parents=True)
+        (root / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\ndef one():\n    return 1\n")
+        (root / "tests" / "test_calc.py").write_text(
+            "from calc import add, one\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+            f"def test_one():\n    assert one() == {other}\n"
+        )
+        episode = solve(root, "tests/test_calc.py::test_add")
+        assert episode.claim.startswith("Fixed"), (name, episode.claim)
+        assert run_tests(root, "tests/test_calc.py::test_add").returncode == 0, name
+        commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+        assert commands.count(wide) == (1 if name == "clean" else 2), (name, commands)
+
+
 def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:
     """Over OpenAI's chat wire a tool's error loses its mark: the engineer reads the answer's words, as a
     model does, and neither believes its edit was made nor goes on from it."""

@@ -75,7 +75,8 @@ class Desk:
         self.fixes: list[str] = []
         self.originals: dict[str, dict[int, str]] = {}  # path -> 0-based line -> its text before a kept fix
         self.verify_due: str | None = None
-        self.wide_before: TestReport | None = None  # the whole suite before any edit (a narrow command)
+        # the whole suite without the edit tried (a narrow command), run once something else failed
+        self.wide_before: TestReport | None = None
         self.steps = 0
         self.last_full_run = -1
         for note in brief.notes:

@@ -251,9 +251,6 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     suspect's file.
     Return the suite's report once one fixes the test without breaking another, or None."""
     tries, done = 0, set[tuple[str, int]]()
-    if desk.narrow and desk.wide_before is None:
-        why = "The task's command runs only its tests: running the whole suite to see what fails already."
-        desk.wide_before = yield from desk.run_wide(why)
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
     if suspect.path:
@@ -321,7 +318,13 @@ def _try(
     single = yield from desk.run_one(suspect.test_id)
     if single.passed:
         full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
-        if not full.breaks_more_than(before) and not (yield from _breaks_elsewhere(desk)):
+        breaks: bool | None = full.breaks_more_than(before)
+        if not breaks:
+            change_at = (path, candidate.index, before_line, candidate.line)
+            breaks = yield from _breaks_elsewhere(desk, full, *change_at)
+        if breaks is None:  # already put back
+            return None
+        if not breaks:
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
             desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
             desk.originals.setdefault(path, {}).setdefault(candidate.index, before_line)
@@ -345,12 +348,29 @@ def _replace_line(desk: Desk, path: str, index: int, text: str, why: str) -> Ste
     return False
 
 
-def _breaks_elsewhere(desk: Desk) -> Steps[bool]:
-    """Whether the whole suite now fails a test it did not before the first edit (asked only when the
-    task's test command runs just its own tests)."""
-    if desk.wide_before is None:
+def _breaks_elsewhere(
+    desk: Desk, task_tests: TestReport, path: str, index: int, before: str, after: str
+) -> Steps[bool | None]:
+    """Whether the whole suite fails, with line `index` of `path` changed from `before` to `after`, a
+    test it did not fail before (asked only when the task's test command runs just its own tests).
+    What failed before is asked only when the suite fails a test the task's command did not (most
+    fixes break nothing, and failures the task's command shows were judged already): the line is put
+    back to run the suite without it, and changed again when the failures were there before.
+    None: the line is back as it was (it broke a test, or the tool refused to change it again)."""
+    if not desk.narrow:
         return False
     wide = yield from desk.run_wide("The task's tests pass; checking that nothing else broke.")
+    if not wide.breaks_more_than(task_tests):
+        return False
+    if desk.wide_before is None:
+        why = "Something else fails: putting the line back to see whether it failed before my change."
+        if not (yield from _replace_line(desk, path, index, before, why)):
+            return True
+        desk.wide_before = yield from desk.run_wide("Running the whole suite without my change.")
+        if wide.breaks_more_than(desk.wide_before):
+            return None
+        why = "Those tests failed before my change too: making it again."
+        return False if (yield from _replace_line(desk, path, index, after, why)) else None
     return wide.breaks_more_than(desk.wide_before)
 
 
