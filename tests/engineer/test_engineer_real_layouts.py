@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from engineer_testkit import FAST
 
-from hilbert.sim.engineer import EngineerResponder
+from hilbert.sim.engineer import EngineerResponder, reading
 from hilbert.sim.engineer.actions import Edit, Observation
 from hilbert.sim.engineer.desk import Brief, Desk
 from hilbert.sim.engineer.harness import COMPACTED, Episode, drive, tool_arguments
@@ -266,6 +266,25 @@ def test_the_whole_suite_is_run_without_a_fix_only_when_it_fails_a_test_the_task
         assert run_tests(root, "tests/test_calc.py::test_add").returncode == 0, name
         commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
         assert commands.count(wide) == (1 if name == "clean" else 2), (name, commands)
+
+
+def test_a_whole_suite_whose_output_was_cut_is_compared_by_its_count_of_failures() -> None:
+    """Many failures elsewhere (a fleet's task beside the other tasks' bugs) make a long output that
+    the tool cuts in the middle: the names a cut leaves shift when a fix makes one fewer fail, which
+    must not read as a test it broke (a 128-worker fleet put back every right fix and left tasks undone)."""
+
+    def cut(failing: list[str]) -> reading.TestReport:
+        lines = [f"FAILED tests/test_m.py::{name} - AssertionError" for name in failing]
+        shown = [*lines[:3], "[... cut ...]", *lines[-3:]]
+        return reading.read_pytest("\n".join([*shown, f"{len(failing)} failed, 9 passed in 0.5s"]), 1)
+
+    names = [f"test_{n}" for n in range(40)]
+    before, fixed = cut(names), cut(names[1:])  # test_0 fixed: test_1 is now shown at the top
+    assert not fixed.breaks_more_than(before)
+    assert cut([*names, "test_new"]).breaks_more_than(before)  # one more failing: broken
+    whole = reading.read_pytest("FAILED tests/test_m.py::test_a - x\n1 failed, 9 passed in 0.5s", 1)
+    swapped = reading.read_pytest("FAILED tests/test_m.py::test_b - x\n1 failed, 9 passed in 0.5s", 1)
+    assert swapped.breaks_more_than(whole)  # every failure listed: a new name is a test it broke
 
 
 def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:
