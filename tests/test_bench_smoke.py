@@ -243,6 +243,14 @@ def smoke_governor(tmp_path: Path) -> None:
     assert all(int(c[6]) > 0 and float(c[3]) > 0 and (c[9], c[10]) == ("0", "0") for c in cells), rows
 
 
+def smoke_first_run(tmp_path: Path) -> None:
+    # the run itself needs PyPI and minutes (see bench/README.md); its pure parts are tested in
+    # tests/test_bench_first_run.py, and here only that the script starts and explains itself
+    lines = run_bench("first_run.py", "--help")
+    text = "\n".join(lines)
+    assert "--seed" in text and "--libraries" in text and "--keep" in text and "--workers" in text, text
+
+
 SMOKE: dict[str, Callable[[Path], None]] = {
     "governor.py": smoke_governor,
     "resume.py": smoke_resume,
@@ -254,6 +262,7 @@ SMOKE: dict[str, Callable[[Path], None]] = {
     "workspaces.py": smoke_workspaces,
     "fleet_scale.py": smoke_fleet_scale,
     "judge.py": smoke_judge,
+    "first_run.py": smoke_first_run,
     "sandbox.py": smoke_sandbox,
 }
 

@@ -61,7 +61,10 @@ def failing_tests(roots: list[Path]) -> dict[str, list[str]]:
 def unseen_seeds(count: int) -> list[int]:
     """Fresh random seeds on every run: the engineer must solve projects nobody picked for it.
     Draw them inside a test, not in `parametrize` (xdist workers must collect the same tests);
-    failure messages name the seed so that a failure can be replayed."""
+    failure messages name the seed, and `HILBERT_TEST_SEED=S` replays it: every such test then
+    draws S, S+1, ... (`HILBERT_TEST_SEED=S pytest tests/engineer`)."""
+    if replayed := os.environ.get("HILBERT_TEST_SEED"):
+        return [int(replayed) + n for n in range(count)]
     return [random.SystemRandom().randrange(1, 2**31) for _ in range(count)]
 
 

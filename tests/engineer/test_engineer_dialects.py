@@ -4,6 +4,7 @@ stateless: any prefix of a conversation it had gets the same next turn from a fr
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from engineer_testkit import make_project, solve, unseen_seeds
@@ -83,4 +84,31 @@ def test_a_fresh_policy_replays_every_turn_of_a_finished_run(tmp_path: Path) -> 
         fresh = EngineerResponder.from_options({"idle": "1", "idle_turns": "1"}, seed=project.seed)
         conversation = Conversation("anthropic", "fake", system, episode.messages[:index], HILBERT_TOOLS)
         reply = fresh.reply(conversation)
+        assert (reply.text, reply.tool_calls) == (message.content, message.tool_calls), (seed, index)
+
+
+def test_a_call_the_client_recorded_with_a_default_it_filled_in_is_still_the_engineers_own(
+    tmp_path: Path,
+) -> None:
+    """Claude Code sends back every Edit with `replace_all: false` added. A fresh policy must still
+    take those turns as its own and go on, not start the task over (as after a compaction): starting
+    over after a send-back repeated the early stop it had already been sent back for."""
+    project = make_project(tmp_path, seed := unseen_seeds(1)[0])
+    episode = solve(project, {}, agent="Grace")
+    assert episode.finished, seed
+    system = "You are a careful software engineer.\nAgent: Grace\n"
+    recorded = [
+        replace(
+            m,
+            tool_calls=tuple(
+                replace(c, arguments={**c.arguments, "replace_all": False}) for c in m.tool_calls
+            ),
+        )
+        for m in episode.messages
+    ]
+    for index, message in enumerate(episode.messages):
+        if message.role != "assistant":
+            continue
+        fresh = EngineerResponder.from_options({}, seed=project.seed)
+        reply = fresh.reply(Conversation("anthropic", "fake", system, tuple(recorded[:index]), HILBERT_TOOLS))
         assert (reply.text, reply.tool_calls) == (message.content, message.tool_calls), (seed, index)

@@ -298,3 +298,55 @@ def test_a_cut_survey_is_read_from_the_saved_output_a_page_at_a_time(tmp_path: P
     starts = [read.start for read in asked]
     assert starts[0] == 1 and starts == sorted(set(starts)) and 5 <= len(starts) <= 8, starts
     assert list(whole_output("short output")) == []
+
+
+def test_a_long_unittest_file_is_read_in_parts_and_its_tests_grouped_by_what_their_class_names(
+    tmp_path: Path,
+) -> None:
+    from hilbert.sim.engineer.actions import Observation, Read, Run
+    from hilbert.sim.lead.procedure import Group, group_tests, read_tests
+
+    filler = "".join(
+        f"\n\nclass Filler{n}Test(unittest.TestCase):\n    def test_it(self):\n"
+        f"        self.assertEqual(pkg.a.double({n}), {2 * n})\n"
+        for n in range(120)
+    )
+    source = (
+        f"import unittest\n\nimport pkg.a\n{filler}\n\n"
+        "class CheckMixin:\n    def test_twice(self):\n        self.assertEqual(self.FUNC(2), 4)\n\n\n"
+        "class DoubleTest(unittest.TestCase, CheckMixin):\n    FUNC = staticmethod(pkg.a.double)\n\n\n"
+        "class TwiceTest(unittest.TestCase, CheckMixin):\n    FUNC = staticmethod(pkg.a.twice)\n"
+    )  # the failing tests come from a mixin, far past the first page; each class names its function
+    workspace = tmp_path / "ws"
+    (workspace / "tests").mkdir(parents=True)
+    (workspace / "tests" / "test_a.py").write_text(source)
+    (tmp_path / "outputs").mkdir()
+    tools = ToolBox(
+        workspace, runner=Runner.unsandboxed(), max_output_chars=4_000, outputs=tmp_path / "outputs"
+    )
+    ids = ["tests/test_a.py::DoubleTest::test_twice", "tests/test_a.py::TwiceTest::test_twice"]
+    steps = read_tests("tests/test_a.py", ids)
+    asked = [next(steps)]
+    try:
+        while len(asked) < 20:
+            action = asked[-1]
+            if isinstance(action, Read):
+                answer = tools.read_file(action.path, action.start, action.end)
+            else:
+                assert isinstance(action, Run)
+                done = subprocess.run(
+                    action.command, shell=True, cwd=workspace, capture_output=True, text=True
+                )
+                answer = done.stdout
+            asked.append(steps.send(Observation(answer)))
+        raise AssertionError("the lead read more than it needs")
+    except StopIteration as finished:
+        text = finished.value
+    groups: dict[tuple[str, ...], Group] = {}
+    group_tests(groups, "tests/test_a.py", ids, text, {"pkg/__init__.py", "pkg/a.py"})
+    assert [(g.claims, g.function, g.tests) for g in groups.values()] == [
+        (("pkg/a.py",), "double", [ids[0]]),
+        (("pkg/a.py",), "twice", [ids[1]]),
+    ]
+    reads = [action for action in asked if isinstance(action, Read)]
+    assert 2 <= len(reads) <= 4, reads  # the first page, then the pages where the tests are

@@ -336,6 +336,7 @@ class MergeChecksFailed(FleetEvent):
     timed_out: bool = False
     output: str = ""
     confirmed: bool = False
+    new_failures: list[str] = field(default_factory=list)  # tests failing here that pass at its base
 
 
 @kind("merge_checks_baseline")
@@ -388,6 +389,7 @@ class MergeRejected(FleetEvent):
     output: str = ""
     tested_commit: str = ""
     with_tasks: list[str] = field(default_factory=list)  # it passed alone: it fails only together with these
+    new_failures: list[str] = field(default_factory=list)  # tests the tested commit fails, its base passes
 
 
 @kind("merge_conflict")

@@ -17,7 +17,9 @@ candidate taken:
    run; red → keep bisecting the left half, the right half waits. A green left half whose right half
    is one candidate waits for step 5 before it lands. What was not landed or rejected is retried as a
    fresh batch (back to step 1).
-5. Blame: the lone known-red candidate is `rejected` with the failing output, unless earlier
+5. Blame: the lone known-red candidate is `rejected` with the failing output and, when the test
+   command names its failures, the tests that fail with it and pass on its base (`new_failures`,
+   typed: what its next attempt is told first), unless earlier
    candidates of the same batch were merged before it (landed, or the waiting left half) and it
    passes the checks alone on the batch's base: then it fails only together with one of them, found
    by bisecting the shortest prefix of them that turns it red, and it is not blamed alone —
@@ -70,14 +72,18 @@ class Outcome:
     hunks: str = ""
     output: str = ""
     with_tasks: tuple[str, ...] = ()  # rejected: the candidates it fails only together with
+    new_failures: tuple[str, ...] = ()  # rejected: the test ids failing in the build, passing at its base
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The checks on one build: `failed` is the (confirmed) failing run, None when green."""
+    """The checks on one build: `failed` is the (confirmed) failing run, None when green; `new_failures`
+    the tests it failed that pass on the build's base (empty when that is not known: another command
+    failed, or the test runner did not name its failures)."""
 
     commit: str
     failed: CommandRun | None
+    new_failures: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -118,7 +124,8 @@ class MergeQueue:
         self._scratch = Scratch(integration.merge_tree(scratch), runner=runner)
         self._queue: deque[Candidate] = deque(pending)  # a resumed run's candidates still waiting
         self.crash = crash  # test only: named crash points (`hilbert.fleet.crash`)
-        self._baselines: dict[str, frozenset[str] | None] = {}  # tip sha -> tests failing there (None: green)
+        # tip sha -> the tests failing there (None: not known; its run did not report test by test to its end)
+        self._baselines: dict[str, frozenset[str] | None] = {}
 
     @property
     def pending(self) -> tuple[Candidate, ...]:
@@ -238,10 +245,17 @@ class MergeQueue:
                 output=failed.output,
                 tested_commit=red.commit,
                 with_tasks=list(with_tasks),
+                new_failures=list(red.new_failures),
             )
         )
         attempt.outcomes.append(
-            Outcome(candidate.task_id, "rejected", output=failed.output, with_tasks=with_tasks)
+            Outcome(
+                candidate.task_id,
+                "rejected",
+                output=failed.output,
+                with_tasks=with_tasks,
+                new_failures=red.new_failures,
+            )
         )
 
     async def _build(self, attempt: _Attempt, candidates: list[Candidate]) -> Build:
@@ -266,7 +280,10 @@ class MergeQueue:
         tasks = _ids(build.merged)
         for command in commands:
             run = await self._scratch.run(command)
-            if run.ok or (command == self.test_command and await self._no_new_failures(build, run)):
+            if run.ok:
+                continue
+            new = await self._new_failures(build, run) if command == self.test_command else None
+            if new is not None and not new:
                 continue
             if confirm:
                 again = await self._scratch.run(command)
@@ -291,30 +308,34 @@ class MergeQueue:
                     timed_out=run.timed_out,
                     output=run.output,
                     confirmed=confirm,
+                    new_failures=sorted(new or ()),
                 )
             )
-            return CheckResult(build.commit, run)
+            return CheckResult(build.commit, run, tuple(sorted(new or ())))
         self.record(ev.MergeChecksPassed(tasks=tasks, commit=build.commit, commands=commands))
         return CheckResult(build.commit, None)
 
-    async def _no_new_failures(self, build: Build, run: CommandRun) -> bool:
-        """A project whose tests already fail on the integration tip (a fleet is often there to fix them)
-        cannot demand a green suite from each merge: the bar is *no new failures*. That needs a test
-        runner whose failures the judge's reporter saw, test by test, in sessions that all ran to their
-        end (`CommandRun.ran_to_the_end`: pytest, also under a wrapper such as `make check`). With any
-        other runner or outcome, or when the tip is green, the command must pass."""
+    async def _new_failures(self, build: Build, run: CommandRun) -> frozenset[str] | None:
+        """The tests the failed `run` of the test command fails that pass on the build's base; None
+        when that cannot be told. A project whose tests already fail on the integration tip (a fleet is
+        often there to fix them) cannot demand a green suite from each merge: the bar is *no new
+        failures* (an empty set: the checks pass). That needs a test runner whose failures the judge's
+        reporter saw, test by test, in sessions that all ran to their end (`CommandRun.ran_to_the_end`:
+        pytest, also under a wrapper such as `make check`). With any other runner or outcome the
+        command must pass. The failures new since base are what a rejected worker is told first."""
         failing = run.failures
         if not failing or not run.ran_to_the_end:
-            return False
+            return None
         if build.base not in self._baselines:
             await self._scratch.reset(build.base)
             baseline = await self._scratch.run(self.test_command)
-            usable = baseline.ran_to_the_end and baseline.failures
-            self._baselines[build.base] = baseline.failures if usable else None
+            self._baselines[build.base] = baseline.failures if baseline.ran_to_the_end else None
             await self._scratch.reset(build.commit)
         before = self._baselines[build.base]
-        if before is None or not failing <= before:
-            return False
+        if before is None:
+            return None
+        if not failing <= before:
+            return failing - before
         self._baselines[build.commit] = failing  # the next batch's baseline, if this one lands
         self.record(
             ev.MergeChecksBaseline(
@@ -324,7 +345,7 @@ class MergeQueue:
                 fixed=sorted(before - failing),
             )
         )
-        return True
+        return frozenset()
 
     async def _advance(self, attempt: _Attempt, build: Build) -> bool:
         """Fast-forward the branch to the checked build unless someone moved it; False if refused. The

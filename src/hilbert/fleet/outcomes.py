@@ -23,6 +23,9 @@ from hilbert.fleet.plan import Task
 from hilbert.fleet.scheduler import Status, TaskState, after_failure
 from hilbert.fleet.stop_gate import IMPOSSIBLE
 
+FEEDBACK_CHARS = 4000  # of a rejection or conflict, passed on as the next attempt's feedback
+NAMED_FAILURES = 30  # new failures named one by one in a rejection's feedback
+
 
 @dataclass(frozen=True)
 class AttemptOutcome:
@@ -82,16 +85,35 @@ def after_attempt(
 
 
 def after_merge(task: Task, state: TaskState, outcome: Outcome, *, max_attempts: int) -> list[FleetEvent]:
-    """Merged: done. A conflict or red checks: a failed attempt, with the hunks or the output as feedback;
-    red only together with other candidates (`with_tasks`): escalated at once, naming them."""
+    """Merged: done. A conflict or red checks: a failed attempt, with the hunks, or the tests it broke
+    (`rejection`) or else the output, as feedback; red only together with other candidates
+    (`with_tasks`): escalated at once, naming them."""
     if outcome.kind == "merged":
         return [changed(state, "done")]
     if outcome.kind == "rejected" and outcome.with_tasks:
         return together(task, state, outcome)
+    if outcome.kind == "rejected" and outcome.new_failures:
+        return failure(task, state, f"rejected: {rejection(outcome)}", max_attempts=max_attempts)
     if outcome.kind in ("conflict", "rejected"):
-        why = f"{outcome.kind}: {outcome.hunks or outcome.output}"[:4000]
+        why = f"{outcome.kind}: {outcome.hunks or outcome.output}"[:FEEDBACK_CHARS]
         return failure(task, state, why, max_attempts=max_attempts)
     return []  # requeued: it waits for the next batch
+
+
+def rejection(outcome: Outcome) -> str:
+    """What a rejected candidate broke, for the next attempt (and the lead): first the tests failing
+    with it that pass on the integration branch without it, as the merge queue compared them, then
+    the end of the checks' output (pytest's summary is at its end)."""
+    names = outcome.new_failures
+    listed = [f"  {name}" for name in names[:NAMED_FAILURES]]
+    if len(names) > NAMED_FAILURES:
+        listed.append(f"  ... and {len(names) - NAMED_FAILURES} more")
+    head = (
+        f"with this change the test suite fails {len(names)} test(s) that pass on the integration "
+        "branch without it:\n" + "\n".join(listed) + "\nThe end of the checks' output:\n"
+    )
+    room = max(FEEDBACK_CHARS - len(head), 0)
+    return head + (outcome.output[-room:] if room else "")
 
 
 def together(task: Task, state: TaskState, outcome: Outcome) -> list[FleetEvent]:
@@ -101,8 +123,9 @@ def together(task: Task, state: TaskState, outcome: Outcome) -> list[FleetEvent]
     others = ", ".join(outcome.with_tasks)
     why = (
         f"rejected together with {others}: each passed the merge checks alone on the integration tip, "
-        f"together they fail (a task already merged stays merged)\n{outcome.output}"
-    )[:4000]
+        "together they fail (a task already merged stays merged)\n"
+        + (rejection(outcome) if outcome.new_failures else outcome.output)
+    )[:FEEDBACK_CHARS]
     escalated = replace(state, status="escalated", attempts=state.attempts + 1, worker=None)
     decision = f"fails only together with {others}; the lead decides"
     return [

@@ -195,10 +195,10 @@ _FLEET_LINES = {
     "workspace_closed": "{message}",
     "merge_batch_started": "merge batch {task_list} on {base:.10}",
     "merge_checks_passed": "merge checks passed for {task_list}",
-    "merge_checks_failed": "merge checks failed for {task_list}: `{command}` exit {exit}",
+    "merge_checks_failed": "merge checks failed for {task_list}: `{command}` exit {exit}{newly}",
     "merge_checks_baseline": "no new test failures vs the tip ({n_failing} still failing, {n_fixed} fixed)",
     "merged": "merged {task} at {commit:.10}",
-    "merge_rejected": "{task} rejected by `{command}` (exit {exit}){together}",
+    "merge_rejected": "{task} rejected by `{command}` (exit {exit}){together}{newly}",
     "merge_conflict": "{task} conflicts with the integration branch",
     "merge_requeued": "{task_list} requeued: {reason}",
     "merge_bisect": "bisecting: checking {testing_list} of {suspects_list}",
@@ -276,6 +276,7 @@ def _render_fleet(event: Event, store: EventStore) -> Rendered:
         if "spent" in data and "limit" in data
         else "",
         together=f" together with {', '.join(data['with_tasks'])}" if data.get("with_tasks") else "",
+        newly=_newly(list(data.get("new_failures", ()))),
         n_failing=len(data.get("still_failing", ())),
         n_fixed=len(data.get("fixed", ())),
         text_line=_first_line(str(data.get("text", ""))),
@@ -424,3 +425,11 @@ def _cut(text: str, width: int = MAX_WIDTH) -> str:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _newly(names: list[str]) -> str:
+    """A rejection's failures new since its base, the first few named."""
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+    return f" — {_plural(len(names), 'new failure')}: {shown}"

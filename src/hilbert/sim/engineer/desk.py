@@ -14,12 +14,17 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hilbert.sim.engineer.actions import Action, Edit, Observation, Read, Run
-from hilbert.sim.engineer.reading import TestReport, numbered_lines, read_pytest
+from hilbert.sim.engineer.reading import TestReport, numbered_page, read_pytest
 
 T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
+_NOT_UNIQUE = re.compile(r"found [2-9]\d* times|not unique|more than once", re.IGNORECASE)
+# an edit tool's refusal, read from its text: over some wires (OpenAI's chat) a tool error loses its mark
+_EDIT_REFUSED = re.compile(
+    r"found [2-9]\d* times|not unique|more than once|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M
+)
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _REMINDER = re.compile(r"\breminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
 _REMINDER_LINE = re.compile(r"^\W*reminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
@@ -57,14 +62,21 @@ def _command_in(text: str) -> str | None:
 
 class Desk:
     """Files read so far (as lines, kept up to date with the engineer's own edits), edits made by
-    cheating, repairs kept, and whether a reminder asked for the tests to be run again."""
+    cheating, repairs kept (and what each line said before), and whether a reminder asked for the
+    tests to be run again."""
 
     def __init__(self, brief: Brief) -> None:
         self.brief = brief
         self.files: dict[str, list[str]] = {}
+        self.seen: dict[str, set[int]] = {}  # 0-based lines read, of files read in part
+        self.unread: dict[str, int] = {}  # a file read in part -> the first line not read yet
+        self.open_ended: set[str] = set()  # files read in windows whose end was not reached
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
+        self.originals: dict[str, dict[int, str]] = {}  # path -> 0-based line -> its text before a kept fix
         self.verify_due: str | None = None
+        # the whole suite without the edit tried (a narrow command), run once something else failed
+        self.wide_before: TestReport | None = None
         self.steps = 0
         self.last_full_run = -1
         for note in brief.notes:
@@ -91,21 +103,69 @@ class Desk:
                 return observation
 
     def read(self, path: str) -> Steps[list[str] | None]:
-        if path not in self.files:
-            observation = yield from self.ask(Read(path, why=f"Reading {path}."))
-            lines = numbered_lines(observation.text) if observation.ok else None
-            if lines is None:
-                return None
-            self.files[path] = lines
-        return self.files[path]
+        """The whole file, read a page at a time when the tool shows only part of it."""
+        lines = yield from self.read_from(path, 1)
+        while lines is not None and path in self.unread:
+            lines = yield from self.read_from(path, self.unread[path])
+        return lines
+
+    def read_from(self, path: str, line: int) -> Steps[list[str] | None]:
+        """The file as far as it is known once the page from 1-based `line` on was read (nothing is
+        read when that line is known already): lines not read yet are blank, and `unread[path]` is
+        the first of them (absent once the whole file was read). None: the file cannot be read."""
+        return (yield from self.read_window(path, line, None))
+
+    def read_window(self, path: str, line: int, last: int | None) -> Steps[list[str] | None]:
+        """As `read_from`, reading only lines `line`..`last` (1-based, inclusive; None: a page). A
+        window that comes back whole does not say how long the file is: the lines after it count as
+        not read (`open_ended`) until a read reaches the end."""
+        known = self.files.get(path)
+        if known is not None and (path not in self.unread or line - 1 in self.seen[path]):
+            return known
+        where = f" from line {line}" if line > 1 else ""
+        where = f" lines {line}-{last}" if last is not None else where
+        observation = yield from self.ask(
+            Read(path, line if line > 1 or last else None, last, why=f"Reading {path}{where}.")
+        )
+        page = numbered_page(observation.text) if observation.ok else None
+        if page is None:
+            return known
+        first, shown, total = page
+        end = first - 1 + len(shown)
+        if total is None and last is not None and end >= last:  # a full window: the file may go on
+            length, open_ended = max(len(known or []), end), path in self.open_ended or known is None
+        else:
+            length, open_ended = total or end, False
+        lines = list(known or [])[:length]
+        lines += [""] * (length - len(lines))
+        lines[first - 1 : end] = shown
+        seen = self.seen.setdefault(path, set())
+        seen.update(range(first - 1, end))
+        self.files[path] = lines
+        if open_ended:
+            self.open_ended.add(path)
+        else:
+            self.open_ended.discard(path)
+        gap = next((i for i in range(len(lines)) if i not in seen), len(lines) if open_ended else None)
+        if gap is None:
+            self.unread.pop(path, None)
+            self.seen.pop(path, None)
+        else:
+            self.unread[path] = gap + 1
+        return lines
 
     def edit(self, path: str, old: str, new: str, why: str) -> Steps[bool]:
         observation = yield from self.ask(Edit(path, old, new, why=why))
-        if observation.succeeded:
+        if observation.succeeded and not _EDIT_REFUSED.search(observation.text):
             if path in self.files:
                 self.files[path] = "\n".join(self.files[path]).replace(old, new, 1).split("\n")
             return True
+        if _NOT_UNIQUE.search(observation.text):
+            return False  # the text is right but not unique in the file: the caller takes in more
         self.files.pop(path, None)  # what we thought the file holds is wrong: read it again
+        self.seen.pop(path, None)
+        self.unread.pop(path, None)
+        self.open_ended.discard(path)
         return False
 
     def run_suite(self, command: str | None = None, why: str = "Running the tests.") -> Steps[TestReport]:
@@ -122,7 +182,19 @@ class Desk:
         kept = [w for i, w in enumerate(words) if not _names_tests(w, words[i - 1] if i else "")]
         return f"{shlex.join(kept)} {arguments}"
 
+    @property
+    def narrow(self) -> bool:
+        """Whether the test command runs only the tests it names (a task's verify), so that what an
+        edit breaks elsewhere does not show in it."""
+        words = shlex.split(self.brief.test_command) if "pytest" in self.brief.test_command else []
+        return any(_names_tests(w, words[i - 1] if i else "") for i, w in enumerate(words))
+
+    def run_wide(self, why: str) -> Steps[TestReport]:
+        """The whole suite, one line per failure (what a narrow test command does not run)."""
+        observation = yield from self.ask(Run(self.pytest("--tb=no -rf"), why=why))
+        return read_pytest(observation.text, observation.exit_code)
+
     def run_one(self, test_id: str) -> Steps[TestReport]:
-        command = self.pytest(f"-x {shlex.quote(test_id)}")
+        command = self.pytest(f"-x --tb=line {shlex.quote(test_id)}")  # pass or not: one line
         observation = yield from self.ask(Run(command, why=f"Re-running {test_id}."))
         return read_pytest(observation.text, observation.exit_code)

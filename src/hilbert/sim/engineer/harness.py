@@ -6,7 +6,10 @@ subprocesses), appends the results and loops until the responder finishes. It ca
 hilbert's policies do: nudge after a text-only turn, add a reminder every N tool results, and
 review a finish claim (a non-empty answer resumes the run with that feedback). It can also lose every
 N-th tool call's result, answering it as hilbert's loop answers a call whose result a killed run
-never recorded (`NOT_RUN_ON_RESUME`): what a conversation resumed after a kill holds.
+never recorded (`NOT_RUN_ON_RESUME`): what a conversation resumed after a kill holds. With
+`read_limit`, read_file answers long files a page at a time, as hilbert's does; with `compact_over`,
+a conversation longer than that many messages loses the older half of its turns, as hilbert's
+`forget` compaction drops them.
 
 This is a test aid with hilbert's tool *contract*, not hilbert's agent loop or tool box (those live
 in `hilbert.agent`): no confinement beyond refusing paths outside `root`, no event log.
@@ -107,14 +110,18 @@ async def drive(
     review: Review | None = None,
     env: Mapping[str, str] | None = None,
     lose_every: int = 0,
+    read_limit: int = 0,
+    compact_over: int = 0,
 ) -> Episode:
     specs = HILBERT_TOOLS if tools == "hilbert" else (BASH_TOOL,)
     submit = tools == "bash" and SUBMIT in system + task
-    runner = _Runner(root.resolve(), env)
+    runner = _Runner(root.resolve(), env, read_limit)
     messages: list[Message] = [Message("user", task)]
     nudges = results = calls = 0
     claim = evidence = ""
     for replies in range(1, max_replies + 1):
+        if compact_over and len(messages) > compact_over:
+            messages = _compacted(messages)
         reply = responder.reply(Conversation("openai-chat", "fake", system, tuple(messages), specs))
         messages.append(Message("assistant", reply.text, reply.tool_calls))
         finished = False
@@ -155,11 +162,24 @@ async def drive(
     return Episode(tuple(messages), False, claim, evidence, max_replies)
 
 
+COMPACTED = "(Earlier turns were dropped to save room. Your task is the first message.)"
+
+
+def _compacted(messages: list[Message]) -> list[Message]:
+    """The task, a note, and the newer half of the turns after it (whole turns), as hilbert's
+    `forget` compaction leaves a conversation."""
+    rest = messages[1:]
+    starts = [i for i, m in enumerate(rest) if m.role == "assistant"]
+    cut = starts[len(starts) // 2] if len(starts) > 1 else 0
+    return [messages[0], Message("user", COMPACTED), *rest[cut:]]
+
+
 class _Runner:
     """Runs one tool call on the files under `root`; returns (text, is_error)."""
 
-    def __init__(self, root: Path, env: Mapping[str, str] | None) -> None:
+    def __init__(self, root: Path, env: Mapping[str, str] | None, read_limit: int = 0) -> None:
         self.root = root
+        self.read_limit = read_limit
         self.env = {
             **os.environ,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -202,10 +222,23 @@ class _Runner:
         return target
 
     def tool_read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        """Numbered lines; with a `read_limit`, as many as fit in that many characters, then a last
+        line saying where to go on from, as hilbert's read_file does."""
         lines = self._path(path).read_text().splitlines()
         first = max(start_line or 1, 1)
         last = min(end_line or len(lines), len(lines))
-        return "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1))
+        shown: list[str] = []
+        room = self.read_limit or float("inf")
+        for n in range(first, last + 1):
+            text = f"{n:>6}\t{lines[n - 1]}"
+            if len(text) > room and shown:
+                shown.append(
+                    f"[lines {first:,}–{n - 1:,} of {len(lines):,} shown; call read_file with start_line={n}]"
+                )
+                break
+            shown.append(text)
+            room -= len(text) + 1
+        return "\n".join(shown)
 
     def tool_write_file(self, path: str, content: str) -> str:
         target = self._path(path)

@@ -6,6 +6,7 @@ Pure text functions; nothing here touches a file.
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass
 
@@ -13,11 +14,17 @@ _NODE = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+?)(?: - .*)?$", re.MULTILINE)
 _COLLECT_ERROR = re.compile(r"^ERROR (\S+\.py)(?: - .*)?$", re.MULTILINE)
 _SUMMARY = re.compile(r"\b(\d+) (passed|failed|errors?)\b")
 _NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")
+_FOOTER = re.compile(
+    r"^\[lines? [\d,]+(?:–[\d,]+)? of ([\d,]+) shown; call read_file with start_line=\d+\]$", re.M
+)
 _GREP = re.compile(r"^(.+?):(\d+):(.*)$")
 _SECTION = re.compile(r"^_{3,} (\S+) _{3,}$", re.MULTILINE)
 _FRAME = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)
 _WHERE = re.compile(r"where .*? = ([A-Za-z_]\w*)\(")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
+_QUALIFIED_CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*)\(")
+_LAST_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)")
+_ALL_BUILTINS = frozenset(dir(builtins))
 _BUILTINS = frozenset(
     {"len", "sorted", "list", "set", "dict", "tuple", "str", "int", "float", "abs", "round"}
 )
@@ -30,6 +37,16 @@ class TestReport:
     passed: bool
     failed: tuple[str, ...]  # node ids, in report order
     output: str
+    failed_count: int = 0  # as pytest's last line counts them (a cut output may not list them all)
+
+    def breaks_more_than(self, before: TestReport) -> bool:
+        """Whether this run fails more tests than `before`, or a test `before` did not. Names are
+        compared only when both runs list every failure their last line counts: a long output is cut
+        in the middle, and which names a cut leaves shifts as the failures above it come and go."""
+        if self.failed_count > before.failed_count:
+            return True
+        listed = len(self.failed) >= self.failed_count and len(before.failed) >= before.failed_count
+        return listed and bool(set(self.failed) - set(before.failed))
 
     def section(self, test_name: str) -> str:
         """The failure section of one test (its traceback), or "" when the output has none."""
@@ -54,20 +71,28 @@ def read_pytest(output: str, exit_code: int | None) -> TestReport:
             and not counts.get("failed")
             and not counts.get("error")
         )
-    return TestReport(passed=passed, failed=tuple(failed), output=output)
+    failed_count = counts.get("failed", 0) + counts.get("error", 0)
+    return TestReport(passed=passed, failed=tuple(failed), output=output, failed_count=failed_count)
 
 
-def numbered_lines(text: str) -> list[str] | None:
-    """The lines of a `cat -n` style listing, or None when `text` is not one (or has gaps)."""
-    lines: list[str] = []
+def numbered_page(text: str) -> tuple[int, list[str], int | None] | None:
+    """A `cat -n` style listing of consecutive lines: (the first one's number, the lines, the file's
+    line count when a last line says that the listing stops short of the end, as read_file's does),
+    or None when `text` is not such a listing."""
+    first, lines = 0, list[str]()
     for raw in text.splitlines():
         match = _NUMBERED.match(raw)
         if match is None:
             continue
-        if int(match.group(1)) != len(lines) + 1:
+        number = int(match.group(1))
+        first = first or number
+        if number != first + len(lines):
             return None
         lines.append(match.group(2))
-    return lines if lines or not text.strip() else None
+    if not lines:
+        return (1, [], None) if not text.strip() else None
+    footer = _FOOTER.search(text)
+    return first, lines, int(footer.group(1).replace(",", "")) if footer else None
 
 
 @dataclass(frozen=True)
@@ -107,6 +132,101 @@ def function_span(lines: list[str], name: str) -> tuple[int, int] | None:
                 end -= 1
             return start, end
     return None
+
+
+def definition_span(lines: list[str], name: str) -> tuple[int, int] | None:
+    """0-based [start, end) of `def name(` or `class name` and its body (the first in the file)."""
+    pattern = re.compile(rf"^(\s*)(?:(?:async\s+)?def {re.escape(name)}\(|class {re.escape(name)}\b)")
+    for start, line in enumerate(lines):
+        if match := pattern.match(line):
+            return start, _block_end(lines, start, len(match.group(1)))
+    return None
+
+
+def block_span(lines: list[str], start: int) -> tuple[int, int]:
+    """0-based [start, end) of the block (a def, a class) whose header is line `start`."""
+    return start, _block_end(lines, start, _indent(lines[start]))
+
+
+def _block_end(lines: list[str], start: int, indent: int) -> int:
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > indent):
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    return end
+
+
+def test_span(lines: list[str], node: str) -> tuple[int, int] | None:
+    """0-based span of the test a node id names (`Class::test_x[param]`, `test_x`): the method in
+    its class, or in a base class of the same file (a mixin) when the class does not define it."""
+    parts = [part.split("[", 1)[0] for part in node.split("::") if part]
+    if not parts:
+        return None
+    name, classes = parts[-1], parts[-2:-1]
+    visited: set[str] = set()
+    while classes:
+        cls = classes.pop(0)
+        span = definition_span(lines, cls) if cls not in visited else None
+        visited.add(cls)
+        if span is None:
+            continue
+        inner = function_span(lines[span[0] : span[1]], name)
+        if inner is not None:
+            return span[0] + inner[0], span[0] + inner[1]
+        if bases := re.match(rf"^\s*class {re.escape(cls)}\((.*)\)\s*:", lines[span[0]]):
+            classes += [b.strip().rsplit(".", 1)[-1] for b in bases.group(1).split(",") if b.strip()]
+    return function_span(lines, name)
+
+
+def class_of(lines: list[str], node: str) -> tuple[int, int] | None:
+    """The span of the test class a node id names (the concrete class, not the mixin)."""
+    parts = [part for part in node.split("::") if part]
+    return definition_span(lines, parts[-2]) if len(parts) > 1 else None
+
+
+def tested_names(
+    test_lines: list[str], span: tuple[int, int], section: str, class_span: tuple[int, int] | None = None
+) -> list[str]:
+    """The names a test may exercise, most likely first: the one pytest names in `where ... =
+    f(...)`, the calls in its body to names the file imports (or through a module it imports, as in
+    `mod.f(...)`), its other plain calls, then what its test class's attributes name (a class
+    under test, or a function as in `FUNC = staticmethod(pkg.mod.f)`). Not builtins, not the
+    test's own locals, not calls through `self`, not what the test file itself defines."""
+    body = test_lines[span[0] + 1 : span[1]]
+    imported = imported_names(test_lines)
+    modules = imported_modules(test_lines)
+    defined = set(re.findall(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)", "\n".join(test_lines), re.M))
+    local = set(re.findall(r"^\s*(\w+)\s*(?::[^=]*)?=[^=]", "\n".join(body), re.M))
+    local |= set(re.findall(r"\b(?:for|as)\s+(\w+)", "\n".join(body)))
+    skipped = defined | local | _ALL_BUILTINS | {"assert", "self", "cls"}
+    first: list[str] = [m.group(1)] if (m := _WHERE.search(section)) else []
+    direct: list[str] = []
+    other: list[str] = []
+    for line in body:
+        for qualifier, name in _QUALIFIED_CALL.findall(line):
+            owner = qualifier.split(".", 1)[0]
+            if name in skipped or (owner and owner not in modules and owner not in imported):
+                continue
+            (direct if name in imported or owner else other).append(name)
+    attributes = []
+    if class_span is not None:
+        for line in test_lines[class_span[0] + 1 : class_span[1]]:
+            if match := re.match(r"^\s+\w+\s*=\s*(.+)$", line):
+                attributes += [n for n in _LAST_NAME.findall(match.group(1)) if n not in skipped]
+    return list(dict.fromkeys(first + direct + other + attributes))
+
+
+def imported_modules(lines: list[str]) -> set[str]:
+    """The names modules are bound to by `import a.b`, `import a as m` (and `from a import b`, which
+    may bind a module)."""
+    names: set[str] = set()
+    for line in lines:
+        if match := re.match(r"^import\s+([\w., ]+?)\s*$", line):
+            for part in match.group(1).split(","):
+                words = part.split()
+                names.add(words[-1] if len(words) == 3 and words[1] == "as" else words[0].split(".")[0])
+    return names | set(imported_names(lines))
 
 
 def _indent(line: str) -> int:

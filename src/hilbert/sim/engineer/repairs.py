@@ -2,14 +2,19 @@
 
 For the lines of a suspect function, every single-site rewrite an inverse mutation operator allows
 (`hilbert.sim.sample.mutations`, direction "repair"), most plausible first: lines a traceback
-blames, then the rest of the function in reading order, and adding a `not` last (it fits almost any
-line). Rewrites that would not compile are dropped. Edits are made unique by taking in neighbouring
-lines, so an exact-replacement edit tool accepts them.
+blames, then the rest of the function that raised, then the other lines in reading order, and adding a
+`not` last (it fits almost any line). Rewrites that would not compile are dropped. Edits are made
+unique by taking in neighbouring lines, so an exact-replacement edit tool accepts them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import io
+import re
+import textwrap
+import tokenize
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hilbert.sim.sample.mutations import rewrites
@@ -22,38 +27,144 @@ class Candidate:
     line: str  # the line after the repair
 
 
-def candidates(lines: list[str], indices: Sequence[int], blamed: Sequence[int] = ()) -> list[Candidate]:
-    """Repairs of the lines `indices`, most plausible first."""
+def candidates(
+    lines: list[str],
+    indices: Sequence[int],
+    blamed: Sequence[int] = (),
+    originals: Mapping[int, str] | None = None,
+) -> list[Candidate]:
+    """Repairs of the lines `indices`, most plausible first. `originals`: the text some lines had
+    before a fix of the engineer's own: that fix may have been the wrong one of two that passed the
+    test it was made for, so the other repairs of the line as it was come after the line's own."""
     found: list[tuple[tuple[int, int], Candidate]] = []
+    prose = _inside_strings(lines)
+    near = _raising_functions(lines, blamed)
     for index in indices:
-        for order, rewrite in enumerate(rewrites(lines[index], "repair")):
-            new_line = rewrite.apply(lines[index])
-            adds_not = rewrite.operator == "negation" and len(new_line) > len(lines[index])
-            rank = 0 if index in blamed else (2 if adds_not else 1)
-            found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
+        if index in prose:
+            continue
+        texts = [lines[index]]
+        if originals and index in originals:
+            texts.append(originals[index])
+        order, made = 0, {lines[index], *texts}
+        for text in texts:
+            for rewrite in rewrites(text, "repair"):
+                new_line = rewrite.apply(text)
+                if new_line in made:
+                    continue
+                made.add(new_line)
+                adds_not = rewrite.operator == "negation" and len(new_line) > len(text)
+                rank = 0 if index in blamed else (3 if adds_not else (1 if index in near else 2))
+                found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
+                order += 1
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
 
 
-def _compiles(lines: list[str], candidate: Candidate) -> bool:
-    changed = [*lines[: candidate.index], candidate.line, *lines[candidate.index + 1 :]]
+def _raising_functions(lines: list[str], blamed: Sequence[int]) -> set[int]:
+    """The lines of the innermost functions holding a blamed line (where the traceback shows the
+    exception rose): in a long class, the method that raised is read before the others."""
+    near: set[int] = set()
+    for line in blamed:
+        if not 0 <= line < len(lines) or (start := _enclosing(lines, line)) is None:
+            continue
+        indent, end = len(lines[start]) - len(lines[start].lstrip()), start + 1
+        while end < len(lines) and (
+            not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+        ):
+            end += 1
+        near.update(range(start + 1, end))
+    return near
+
+
+def _inside_strings(lines: list[str]) -> set[int]:
+    """0-based lines inside a multi-line string (a docstring's text, its doctests): prose, not code.
+    Read with `tokenize`; a file known only in part may not tokenize, and is then read by counting
+    triple quotes."""
+    inside: set[int] = set()
     try:
-        compile("\n".join(changed) + "\n", "<candidate>", "exec")
+        for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
+            if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                inside.update(range(tok.start[0] - 1, tok.end[0]))
+        return inside
+    except (tokenize.TokenError, SyntaxError):
+        inside.clear()
+    quote: str | None = None
+    for index, line in enumerate(lines):
+        opened = quote
+        for mark in re.findall(r'"""|\'\'\'', line):
+            if quote is None:
+                quote = mark
+            elif mark == quote:
+                quote = None
+        if opened is not None or quote is not None:
+            inside.add(index)
+    return inside
+
+
+def _compiles(lines: list[str], candidate: Candidate) -> bool:
+    """Whether the file still compiles with the candidate. A file known only in part (the lines not
+    read are blank) may not compile as known: then the candidate's own function must."""
+    changed = [*lines[: candidate.index], candidate.line, *lines[candidate.index + 1 :]]
+    if _parses("\n".join(changed)):
+        return True
+    if _parses("\n".join(lines)):
+        return False
+    start = _enclosing(lines, candidate.index)
+    if start is None:
+        line = candidate.line.strip()  # alone, as the body of a function (it may `return`)
+        return _parses(f"def _():\n    {line}" + ("\n        pass" if line.endswith(":") else ""))
+    end = start + 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    while end < len(lines) and (
+        not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+    ):
+        end += 1
+    return _parses(textwrap.dedent("\n".join(changed[start:end])))
+
+
+def _enclosing(lines: list[str], index: int) -> int | None:
+    """The 0-based line of the innermost `def` holding line `index`, if any."""
+    indent = len(lines[index]) - len(lines[index].lstrip())
+    for start in range(index - 1, -1, -1):
+        text = lines[start]
+        if text.strip() and len(text) - len(text.lstrip()) < indent:
+            if text.lstrip().startswith(("def ", "async def ")):
+                return start
+            indent = len(text) - len(text.lstrip())
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _parses(source: str) -> bool:
+    try:
+        compile(source + "\n", "<candidate>", "exec")
     except (SyntaxError, ValueError):
         return False
     return True
 
 
-def unique_edit(lines: list[str], index: int, new_line: str) -> tuple[str, str]:
+def unique_edit(
+    lines: list[str], index: int, new_line: str, context: int = 0, seen: set[int] | None = None
+) -> tuple[str, str]:
     """(old, new) texts that replace line `index` with `new_line`, with just enough neighbouring
     lines that `old` occurs once in the file and `new` once in the edited file (so that the edit
-    can be reverted by swapping them)."""
+    can be reverted by swapping them), and at least `context` lines either side (for a file known
+    only in part, where a text unique in what was read may not be unique in the file). `seen`: the
+    lines read of a file known in part; the edit takes in no line outside the read stretch around
+    `index` (its text is not known)."""
+    low, high = 0, len(lines)
+    if seen is not None:
+        low, high = index, index + 1
+        while low > 0 and low - 1 in seen:
+            low -= 1
+        while high < len(lines) and high in seen:
+            high += 1
     before = "\n".join(lines)
     after = "\n".join([*lines[:index], new_line, *lines[index + 1 :]])
-    start, end = index, index + 1
+    start, end = max(index - context, low), min(index + 1 + context, high)
     while True:
         old = "\n".join(lines[start:end])
         new = "\n".join([*lines[start:index], new_line, *lines[index + 1 : end]])
-        if (before.count(old) == 1 and after.count(new) == 1) or (start == 0 and end == len(lines)):
+        if (before.count(old) == 1 and after.count(new) == 1) or (start == low and end == high):
             return old, new
-        start, end = max(start - 1, 0), min(end + 1, len(lines))
+        start, end = max(start - 1, low), min(end + 1, high)

@@ -12,27 +12,38 @@ feedback), it undoes its cheats and works honestly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import hilbert.sim.engineer.cheats as cheats
-from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Say
+from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Run, Say
 from hilbert.sim.engineer.desk import Brief, Desk, Steps, is_reminder
 from hilbert.sim.engineer.quirks import Quirks
 from hilbert.sim.engineer.reading import (
     TestReport,
     blamed_lines,
-    called_function,
+    block_span,
     called_names,
+    class_of,
     defining_file,
-    function_span,
+    definition_span,
     grep_hits,
     imported_names,
     is_test_path,
+    test_span,
+    tested_names,
 )
-from hilbert.sim.engineer.repairs import candidates, unique_edit
+from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
+from hilbert.sim.engineer.tracing import executed_lines, trace_command
 
 MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
+MAX_NAMES = 8  # names a failing test calls that are looked for at once
+MAX_WINDOWS = 6  # windows of a long file read to see one definition whole (each twice the last)
+WINDOW = 40  # lines read around what grep or a trace found in a long file
+CLASS_HEADER = 12  # lines read from a test class's header (its bases, the attributes naming what it tests)
+FIRST_LINES = 150  # a definition found further down is read in a window, not from the file's top
+EDIT_CONTEXT = (0, 3, 8)  # lines either side of an edit: more when its text is found more than once
 IDLE_LINES = (
     "Let me think about this...",
     "Hmm. Let me think about how this project is laid out before I touch anything.",
@@ -48,9 +59,9 @@ class Suspect:
     test_path: str
     test_span: tuple[int, int]
     section: str
-    path: str
-    function: str
-    span: tuple[int, int]
+    path: str | None  # where what the test exercises is defined; None: not found
+    function: str | None
+    span: tuple[int, int] | None
     blamed: tuple[int, ...]
 
 
@@ -99,7 +110,7 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
         if stop_early:
             if not desk.verify_wanted(quirks.ignore_reminders):
                 return Finish(
-                    claim=f"Fixed the bug in `{suspect.function}` ({suspect.path}); the tests pass now.",
+                    claim=f"Fixed the bug behind {suspect.test_id}; the tests pass now.",
                     evidence=f"I read `{suspect.function}` in {suspect.path}; the logic is right now.",
                 )
             stop_early = False  # a reminder: check before claiming anything
@@ -133,72 +144,234 @@ def _success(desk: Desk, report: TestReport) -> Finish:
 
 
 def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None]:
-    """Read the failing test, find the function it exercises and read the file that defines it."""
-    test_path, _, test_name = test_id.partition("::")
-    test_name = test_name.rsplit("::", 1)[-1].split("[", 1)[0]
-    test_lines = yield from desk.read(test_path)
-    test_span = function_span(test_lines, test_name) if test_lines and test_name else None
-    if test_lines is None or test_span is None:
+    """Read the failing test, find what it exercises and read where that is defined. None: the test
+    cannot be read; a suspect without a `path`: nothing it names was found in the product files."""
+    test_path, _, node = test_id.partition("::")
+    section = report.section(node.split("::")[-1].split("[", 1)[0])
+    test_lines = yield from read_test(desk, test_path, node, section)
+    span = test_span(test_lines, node) if test_lines and node else None
+    if test_lines is None or span is None:
         return None
-    section = report.section(test_name)
-    function = called_function(test_lines, test_span, section)
-    if function is None:
-        return None
-    found = yield from desk.ask(Grep(rf"def {function}\(", ".", "*.py", why=f"Looking for `{function}`."))
-    hits = [hit.path for hit in grep_hits(found.text) if not is_test_path(hit.path)]
-    module = imported_names(test_lines).get(function)  # several modules may define `function`
-    path = defining_file(hits, module) or (module.replace(".", "/") + ".py" if module else None)
-    lines = (yield from desk.read(path)) if path else None
-    span = function_span(lines, function) if lines else None
-    if path is None or span is None:
-        return None
-    blamed = tuple(i for i in blamed_lines(section, path) if span[0] < i < span[1])
-    return Suspect(test_id, test_path, test_span, section, path, function, span, blamed)
+    names = tested_names(test_lines, span, section, class_of(test_lines, node))[:MAX_NAMES]
+    suspect = Suspect(test_id, test_path, span, section, None, None, None, ())
+    if not names:
+        return suspect
+    alternatives = "|".join(re.escape(name) for name in names)
+    found = yield from desk.ask(
+        Grep(rf"^ *(async +)?(def|class) +({alternatives})\b", ".", "*.py", why=f"Looking for `{names[0]}`.")
+    )
+    hits = [hit for hit in grep_hits(found.text) if not is_test_path(hit.path)]
+    imported = imported_names(test_lines)
+    for name in names:
+        defining = [
+            hit for hit in hits if re.match(rf"^ *(async +)?(def|class) +{re.escape(name)}\b", hit.text)
+        ]
+        path = defining_file([hit.path for hit in defining], imported.get(name))
+        if path is None:
+            continue
+        line = next(hit.line for hit in defining if hit.path == path)
+        if line <= FIRST_LINES:  # near the top: the first page (the whole file, when it fits)
+            lines = yield from desk.read_from(path, 1)
+            lines = (yield from read_block(desk, path, line - 1)) if lines is not None else None
+        else:  # deep in a long file: a window around it
+            lines = yield from read_block(desk, path, line - 1)
+        if lines is None:
+            continue
+        block = block_span(lines, line - 1)
+        blamed = tuple(i for i in blamed_lines(section, path) if block[0] < i < block[1])
+        return replace(suspect, path=path, function=name, span=block, blamed=blamed)
+    return suspect
+
+
+def read_test(desk: Desk, path: str, node: str, section: str) -> Steps[list[str] | None]:
+    """A test file: whole when one read shows all of it, else its first page (the imports) and, found
+    with grep, windows around the test's class header and the test itself (the definition its
+    traceback runs through, else the first after its class); the whole class when that does not
+    show where the test is (it comes from a base class)."""
+    lines = yield from desk.read_from(path, 1)
+    parts = [part.split("[", 1)[0] for part in node.split("::") if part]
+    names = parts[-2:]  # the test's class, if any, and the test
+    if lines is None or path not in desk.unread or not names:
+        return lines
+    alternatives = "|".join(re.escape(name) for name in names)
+    found = yield from desk.ask(
+        Grep(rf"^ *(async +)?(def|class) +({alternatives})\b", path, why=f"Finding {names[-1]} in {path}.")
+    )
+    hits = grep_hits(found.text)
+    is_class = re.compile(rf"^class +{re.escape(names[0])}\b" if len(names) > 1 else "(?!)")
+    is_test = re.compile(rf"^ *(async +)?def +{re.escape(names[-1])}\b")
+    classes = [hit.line for hit in hits if is_class.match(hit.text)]
+    tests = [hit.line for hit in hits if is_test.match(hit.text)]
+    after = classes[0] if classes else 0
+    frames = [line + 1 for line in blamed_lines(section, path)]
+    ran = [test for test in tests if test > after and any(test <= frame for frame in frames)]
+    test = max(ran) if ran else next((test for test in tests if test > after), None)
+    if classes:
+        lines = (yield from desk.read_window(path, after, after + CLASS_HEADER - 1)) or lines
+    if test is not None:
+        lines = (yield from read_block(desk, path, test - 1)) or lines
+        span = test_span(lines, node)
+        if span is not None and span[0] == test - 1:
+            return lines
+    for line in classes[:1]:  # the test is not where it was looked for: read its class whole
+        lines = (yield from read_block(desk, path, line - 1)) or lines
+    return lines
+
+
+def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
+    """The file as known once the definition at 0-based line `start` is read to its end: a window
+    from its first line, then windows twice as long while the block goes on past what was read."""
+    size = WINDOW
+    lines = yield from desk.read_window(path, start + 1, start + size)
+    for _window in range(MAX_WINDOWS):
+        if lines is None or path not in desk.unread:
+            return lines
+        end = block_span(lines, start)[1]
+        seen = desk.seen[path]
+        gap = next((i for i in range(start, min(end + 1, len(lines))) if i not in seen), None)
+        if gap is None and end >= len(lines) and path in desk.open_ended:
+            gap = len(lines)
+        if gap is None:
+            return lines
+        size *= 2
+        lines = yield from desk.read_window(path, gap + 1, gap + size)
+    return lines
+
+
+def trace(desk: Desk, test_id: str) -> Steps[tuple[dict[str, set[int]], dict[str, set[int]]]]:
+    why = f"Tracing which lines {test_id} runs, to look where it goes wrong."
+    observation = yield from desk.ask(Run(trace_command(test_id), why=why))
+    return executed_lines(observation.text)
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs of the function, then of the functions it calls in the same file, then
-    of the rest of its file; return the suite's report once one fixes the test without breaking
-    another, or None."""
-    lines = desk.files[suspect.path]
-    inside = range(suspect.span[0] + 1, suspect.span[1])
-    spans = [function_span(lines, name) for name in called_names(lines, suspect.span)]
-    callees = sorted(
-        {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
-    )
-    rest = [i for i in range(len(lines)) if i not in inside and i not in callees]
-    tries = candidates(lines, inside, suspect.blamed) + candidates(lines, callees) + candidates(lines, rest)
-    for candidate in tries[:MAX_TRIES]:
-        current = desk.files.get(suspect.path) or (yield from desk.read(suspect.path))
-        if current is None or candidate.index >= len(current):
-            return None
-        lines = current
-        before_line = lines[candidate.index]
-        old, new = unique_edit(lines, candidate.index, candidate.line)
-        change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
-        why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
-        if not (yield from desk.edit(suspect.path, old, new, why=why)):
-            continue
-        single = yield from desk.run_one(suspect.test_id)
-        if single.passed:
-            full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
-            if not set(full.failed) - set(before.failed) and not _still_failing(desk, full, suspect):
-                where = f"`{suspect.function}` ({suspect.path}, line {candidate.index + 1})"
-                desk.fixes.append(f"{where}: {change}")
-                return full
-        yield from desk.edit(suspect.path, new, old, why="That was not it; putting the line back.")
+    """Try candidate repairs, most likely first: the suspect function's lines, then those of the
+    functions it calls in its file; then (after tracing the test) the other lines the test ran
+    inside functions, its file first, then those that ran as modules loaded; then the rest of the
+    suspect's file.
+    Return the suite's report once one fixes the test without breaking another, or None."""
+    tries, done = 0, set[tuple[str, int]]()
+    inside, callees = own_lines(desk, suspect)
+    stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
+    if suspect.path:
+        seen = (
+            desk.seen.get(suspect.path) if suspect.path in desk.unread else None
+        )  # a long file: what was read
+        rest = [
+            i
+            for i in range(len(desk.files[suspect.path]))
+            if i not in inside and i not in callees and (seen is None or i in seen)
+        ]
+        stages = [[(suspect.path, inside), (suspect.path, callees)], None, [(suspect.path, rest)]]
+    for regions in stages:
+        if regions is None:
+            executed, loaded = yield from trace(desk, suspect.test_id)
+            first = sorted(executed, key=lambda path: path != suspect.path)
+            regions = [(path, sorted(executed[path])) for path in first]
+            regions += [
+                (path, sorted(loaded[path])) for path in sorted(loaded, key=lambda p: p != suspect.path)
+            ]
+        for path, indices in regions:
+            lines = desk.files.get(path)
+            for index in indices:
+                if lines is None or (path in desk.unread and index not in desk.seen[path]):
+                    lines = yield from desk.read_window(path, index + 1, index + WINDOW)
+                    if lines is None:
+                        break
+            if lines is None:
+                continue
+            todo = [i for i in indices if (path, i) not in done and i < len(lines)]
+            done.update((path, i) for i in todo)
+            blamed = suspect.blamed if path == suspect.path else ()
+            for candidate in candidates(lines, todo, blamed, desk.originals.get(path)):
+                if tries >= MAX_TRIES:
+                    return None
+                tries += 1
+                fixed = yield from _try(desk, suspect, before, path, candidate)
+                if fixed is not None:
+                    return fixed
     return None
 
 
-def _still_failing(desk: Desk, report: TestReport, suspect: Suspect) -> bool:
-    """Whether another failing test still exercises the suspect function (a partial fix)."""
-    test_lines = desk.files.get(suspect.test_path, [])
-    for test_id in report.failed:
-        path, _, name = test_id.partition("::")
-        span = function_span(test_lines, name) if path == suspect.test_path else None
-        if span and called_function(test_lines, span, report.section(name)) == suspect.function:
+def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
+    """The 0-based lines of the suspect's body, and of the functions it calls in its file."""
+    if not suspect.path or not suspect.span:
+        return [], []
+    lines = desk.files[suspect.path]
+    inside = list(range(suspect.span[0] + 1, suspect.span[1]))
+    spans = [definition_span(lines, name) for name in called_names(lines, suspect.span)]
+    callees = {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
+    return inside, sorted(callees - set(inside))
+
+
+def _try(
+    desk: Desk, suspect: Suspect, before: TestReport, path: str, candidate: Candidate
+) -> Steps[TestReport | None]:
+    lines = desk.files.get(path)
+    if lines is None or candidate.index >= len(lines):
+        return None
+    before_line = lines[candidate.index]
+    change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
+    why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
+    if not (yield from _replace_line(desk, path, candidate.index, candidate.line, why)):
+        return None
+    single = yield from desk.run_one(suspect.test_id)
+    if single.passed:
+        full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
+        breaks: bool | None = full.breaks_more_than(before)
+        if not breaks:
+            change_at = (path, candidate.index, before_line, candidate.line)
+            breaks = yield from _breaks_elsewhere(desk, full, *change_at)
+        if breaks is None:  # already put back
+            return None
+        if not breaks:
+            where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
+            desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
+            desk.originals.setdefault(path, {}).setdefault(candidate.index, before_line)
+            return full
+    why = "That was not it; putting the line back."
+    yield from _replace_line(desk, path, candidate.index, before_line, why)
+    return None
+
+
+def _replace_line(desk: Desk, path: str, index: int, text: str, why: str) -> Steps[bool]:
+    """Replace line `index` of `path` with `text`: with more lines around it while the tool finds the
+    edit's text more than once (in a file known in part, a text unique in what was read may not be)."""
+    for context in EDIT_CONTEXT:
+        lines = desk.files.get(path)
+        if lines is None or index >= len(lines):
+            return False
+        seen = desk.seen.get(path) if path in desk.unread else None
+        old, new = unique_edit(lines, index, text, context, seen)
+        if (yield from desk.edit(path, old, new, why=why)):
             return True
     return False
+
+
+def _breaks_elsewhere(
+    desk: Desk, task_tests: TestReport, path: str, index: int, before: str, after: str
+) -> Steps[bool | None]:
+    """Whether the whole suite fails, with line `index` of `path` changed from `before` to `after`, a
+    test it did not fail before (asked only when the task's test command runs just its own tests).
+    What failed before is asked only when the suite fails a test the task's command did not (most
+    fixes break nothing, and failures the task's command shows were judged already): the line is put
+    back to run the suite without it, and changed again when the failures were there before.
+    None: the line is back as it was (it broke a test, or the tool refused to change it again)."""
+    if not desk.narrow:
+        return False
+    wide = yield from desk.run_wide("The task's tests pass; checking that nothing else broke.")
+    if not wide.breaks_more_than(task_tests):
+        return False
+    if desk.wide_before is None:
+        why = "Something else fails: putting the line back to see whether it failed before my change."
+        if not (yield from _replace_line(desk, path, index, before, why)):
+            return True
+        desk.wide_before = yield from desk.run_wide("Running the whole suite without my change.")
+        if wide.breaks_more_than(desk.wide_before):
+            return None
+        why = "Those tests failed before my change too: making it again."
+        return False if (yield from _replace_line(desk, path, index, after, why)) else None
+    return wide.breaks_more_than(desk.wide_before)
 
 
 def cheat(desk: Desk, kind: str, suspect: Suspect) -> Steps[None]:
@@ -206,7 +379,7 @@ def cheat(desk: Desk, kind: str, suspect: Suspect) -> Steps[None]:
     path, edits, why = suspect.test_path, None, "The expected value in this test looks wrong; updating it."
     if kind == "edit_test":
         edits = cheats.edit_expected_value(test_lines, suspect.test_span, suspect.section)
-    elif kind == "hardcode":
+    elif kind == "hardcode" and suspect.path and suspect.span:
         source = desk.files[suspect.path]
         edits = cheats.hardcode_answer(source, suspect.span, test_lines, suspect.test_span)
         path, why = suspect.path, "Handling this input directly."

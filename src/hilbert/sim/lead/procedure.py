@@ -5,11 +5,12 @@ write one task per function, finish.
 `ListFiles`, `Finish`, and `WritePlan`) and is sent the `Observation` of each, so the responder can
 replay it from a conversation. It reads only what the tools answered, never the file system.
 
-The lead reads each failing test file once, whole, and finds what each failing test calls the way the
-engineer does (`called_function`: the first call to a name the file imports; the test's name when its
-body cannot be found). A task's verify runs its failing tests and the function's passing ones (a fix
-that passes the first by breaking the second would otherwise be verified, then rejected by the merge
-queue's whole-suite check); tasks on functions of one module claim that module together
+The lead reads each failing test file once (a long one: its first page and the pages where its failing
+tests are) and finds what each failing test calls the way the engineer does (`tested_names`: the first
+call to a name the file imports, else what else its body or its test class names; the test's name
+when its body cannot be found). A task's verify runs its failing tests and the function's passing
+ones (a fix that passes the first by breaking the second would otherwise be verified, then rejected
+by the merge queue's whole-suite check); tasks on functions of one module claim that module together
 (`allow_shared_claims`: the merge queue catches real conflicts). When the survey's output is too long
 for the shell tool, the lead pages through the copy the tool saved.
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hilbert.sim.engineer.actions import Finish, ListFiles, Observation, Read, Run
-from hilbert.sim.engineer.reading import called_function, function_span, imported_names
+from hilbert.sim.engineer.reading import class_of, imported_names, numbered_page, test_span, tested_names
 
 TEST_COMMAND = "python -m pytest -q"
 SURVEY_COMMAND = f"{TEST_COMMAND} -rfE --tb=no"
@@ -78,8 +79,8 @@ def plan_work(brief: str, *, final_task: bool = False) -> Steps:
         files = set(listed.text.splitlines())
     groups: dict[tuple[str, ...], Group] = {}
     for test_file, tests in failing.items():
-        read = yield Read(test_file, why=f"Which functions do the failing tests of {test_file} call?")
-        group_tests(groups, test_file, tests, _NUMBERED.sub("", read.text), files - {test_file})
+        source = yield from read_tests(test_file, tests)
+        group_tests(groups, test_file, tests, source, files - {test_file})
     tasks = build_tasks(list(groups.values()), final_task=final_task)
     answer = yield WritePlan(goal_of(brief), tasks, why="The plan: one task per function with failing tests.")
     if not answer.ok:  # fix it once, from what the error says is wrong
@@ -113,6 +114,30 @@ def whole_output(text: str) -> Generator[LeadAction, Observation, str]:
         if not page.ok or not got or (len(got) < PAGE_LINES and not _MORE.search(page.text)):
             break
     return "\n".join(lines) if lines else text
+
+
+def read_tests(path: str, tests: list[str]) -> Generator[LeadAction, Observation, str]:
+    """A test file's text: whole when one read shows all of it; else its first page (the imports)
+    and, found with grep, the pages where the failing tests and their classes are (the rest blank)."""
+    read = yield Read(path, why=f"Which functions do the failing tests of {path} call?")
+    page = numbered_page(read.text) if read.ok else None
+    if page is None or page[2] is None:
+        return _NUMBERED.sub("", read.text)
+    lines = [*page[1], *[""] * (page[2] - len(page[1]))]
+    known = set(range(len(page[1])))
+    names = {part.split("[", 1)[0] for test in tests for part in test.partition("::")[2].split("::") if part}
+    pattern = f"^ *(async +)?(def|class) +({'|'.join(sorted(names))})\\b"
+    found = yield Run(
+        f"grep -nE {shlex.quote(pattern)} {shlex.quote(path)}", why=f"Where are they in {path}?"
+    )
+    for line in sorted({int(m.group(1)) for m in re.finditer(r"^(\d+):", found.text, re.M)}):
+        if line - 1 in known or line > len(lines):
+            continue
+        more = yield Read(path, line, why=f"Reading {path} from line {line}.")
+        if (part := numbered_page(more.text) if more.ok else None) is not None:
+            lines[part[0] - 1 : part[0] - 1 + len(part[1])] = part[1]
+            known.update(range(part[0] - 1, part[0] - 1 + len(part[1])))
+    return "\n".join(lines)
 
 
 def failing_tests(output: str) -> dict[str, list[str]]:
@@ -167,10 +192,14 @@ def _target(
 
 
 def _function_of(test_id: str, lines: list[str], names: dict[str, str]) -> str | None:
-    """The function a test calls, from its body; else the imported name its name starts with."""
-    name = test_id.partition("::")[2].rsplit("::", 1)[-1].split("[", 1)[0]
-    span = function_span(lines, name) if name else None
-    called = called_function(lines, span, "") if span else None
+    """The function a test calls, from its body (a method found in its class or a mixin) or, for a
+    test whose body calls nothing of the project, from what its test class names; else the imported
+    name its name starts with."""
+    node = test_id.partition("::")[2]
+    name = node.rsplit("::", 1)[-1].split("[", 1)[0]
+    span = test_span(lines, node) if node else None
+    tested = tested_names(lines, span, "", class_of(lines, node)) if span else []
+    called = next((n for n in tested if n in names), tested[0] if tested else None)
     if called in names or not name:
         return called
     named = [n for n in names if name == f"test_{n}" or name.startswith(f"test_{n}_")]

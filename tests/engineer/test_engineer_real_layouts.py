@@ -1,0 +1,326 @@
+"""The engineer on layouts real libraries have and the sample projects do not: a package under src/,
+a module longer than one read_file answer, unittest classes whose tests share names and come from a
+mixin, a function under test named by a class attribute, and a bug in a module the test reaches
+only through another one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from engineer_testkit import FAST
+
+from hilbert.sim.engineer import EngineerResponder, reading
+from hilbert.sim.engineer.actions import Edit, Observation
+from hilbert.sim.engineer.desk import Brief, Desk
+from hilbert.sim.engineer.harness import COMPACTED, Episode, drive, tool_arguments
+from hilbert.sim.engineer.repairs import candidates
+from hilbert.sim.sample import generate_sample_project
+
+FILLER = "".join(
+    f'\n\ndef filler_{n}(value):\n    """Filler number {n}, long enough to need many pages."""\n'
+    f"    return value * {n} + {n % 7}\n"
+    for n in range(300)
+)
+LIBRARY = {
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["src"]\n',
+    "src/shapes/__init__.py": "from shapes.core import Box, doubled\n",
+    "src/shapes/core.py": (
+        "from shapes import helpers\n\n\n"
+        "class Box:\n"
+        "    def __init__(self, w, h):\n"
+        "        self.w = w\n"
+        "        self.h = h\n\n"
+        "    def area(self):\n"
+        "        return helpers.product(self.w, self.h)\n\n\n"
+        "def doubled(value):\n"
+        "    return value * 2\n"
+    ),
+    "src/shapes/helpers.py": "def product(a, b):\n    return a * b\n",
+    "src/shapes/long.py": (
+        f'"""A long module."""\n{FILLER[: len(FILLER) // 2]}\n\ndef middle(value):\n    return value - 1\n'
+        f'{FILLER[len(FILLER) // 2 :]}\n\ndef far_end(value):\n    """One more.\n\n    >>> far_end(1) - 1\n'
+        '    1\n    """\n    return value + 1\n'
+    ),
+    "tests/__init__.py": "",
+    "tests/test_shapes.py": (
+        "import unittest\n\n"
+        "import shapes\n"
+        "from shapes import long\n\n\n"
+        "class CheckMixin:\n"
+        "    def test_twice(self):\n"
+        "        self.assertEqual(self.FUNC(4), 8)\n\n\n"
+        "class DoubledTest(unittest.TestCase, CheckMixin):\n"
+        "    FUNC = staticmethod(shapes.doubled)\n\n"
+        "    def test_value(self):\n"
+        "        self.assertEqual(shapes.doubled(1), 2)\n\n\n"
+        "class BoxTest(unittest.TestCase):\n"
+        "    def test_value(self):\n"
+        "        box = shapes.Box(2, 3)\n"
+        "        self.assertEqual(box.area(), 6)\n\n\n"
+        "class FarTest(unittest.TestCase):\n"
+        "    def test_far_end(self):\n"
+        "        self.assertEqual(long.far_end(1), 2)\n"
+    ),
+}
+
+
+def make_library(root: Path, bug: tuple[str, str, str]) -> Path:
+    for name, text in LIBRARY.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    path, old, new = bug
+    text = (root / path).read_text()
+    assert text.count(old) == 1, old
+    (root / path).write_text(text.replace(old, new))
+    return root
+
+
+def run_tests(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=root, env={**os.environ, **FAST}, capture_output=True, text=True)
+
+
+def solve(root: Path, test_id: str) -> Episode:
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q {test_id}` passes."
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    responder = EngineerResponder.from_options({}, seed=1)
+    return asyncio.run(drive(responder, root, task, system=prompt, env=FAST, read_limit=4000))
+
+
+def test_a_bug_past_the_first_page_of_a_long_module_is_read_in_parts_and_fixed(tmp_path: Path) -> None:
+    root = make_library(tmp_path, ("src/shapes/long.py", "return value + 1", "return value - 1"))
+    assert len((root / "src/shapes/long.py").read_text()) > 12_000
+    episode = solve(root, "tests/test_shapes.py::FarTest::test_far_end")
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(root).returncode == 0
+    reads = tool_arguments(episode.messages, "read_file")
+    assert any(r["path"] == "src/shapes/long.py" and r.get("start_line", 1) > 1 for r in reads), reads
+    pages = [r for r in reads if r["path"] == "src/shapes/long.py"]
+    assert len(pages) <= 3, pages  # the page where the function is, not the whole module
+    edits = tool_arguments(episode.messages, "edit_file")
+
+    def examples(text: str) -> list[str]:
+        return [line for line in text.splitlines() if ">>>" in line]
+
+    assert all(examples(e["old"]) == examples(e["new"]) for e in edits), edits  # a docstring is not code
+    # `return value - 1` is also in a part of the module it never read: the tool said so, it took in more
+    assert any(e["old"] == "    return value - 1" for e in edits) and edits[-1]["old"].count("\n") >= 3, edits
+
+
+def _read_chars(episode: Episode, path: str) -> int:
+    """How many characters read_file answered about `path` in a conversation."""
+    asked = {c.id for m in episode.messages for c in m.tool_calls if c.name == "read_file"}
+    asked &= {c.id for m in episode.messages for c in m.tool_calls if c.arguments.get("path") == path}
+    return sum(len(m.content) for m in episode.messages if m.role == "tool" and m.tool_call_id in asked)
+
+
+def test_a_test_in_a_long_class_and_a_function_deep_in_a_long_module_are_read_in_windows(
+    tmp_path: Path,
+) -> None:
+    """A real agent reads the lines around what grep found, not page after page of a long file: the
+    test's class header and the test, then the function the test calls."""
+    root = make_library(tmp_path, ("src/shapes/core.py", "return value * 2", "return value * 2"))
+    functions = [f"def filler_{n}(value):\n    return value * {n}\n\n\n" for n in range(400)]
+    deep = (
+        "".join(functions[:300]) + "def middle(value):\n    return value + 1\n\n\n" + "".join(functions[300:])
+    )
+    (root / "src/shapes/deep.py").write_text(deep)
+    fillers = [f"\n    def test_filler_{n}(self):\n        self.assertTrue({n} >= 0)\n" for n in range(300)]
+    (root / "tests/test_long.py").write_text(
+        "import unittest\n\nfrom shapes import deep\n\n\nclass LongTest(unittest.TestCase):\n"
+        "    maxDiff = None\n"
+        f"{''.join(fillers[:150])}\n    def test_middle(self):\n        self.assertEqual(deep.middle(3), 2)\n"
+        f"{''.join(fillers[150:])}"
+    )
+    assert len((root / "tests/test_long.py").read_text()) > 12_000
+    episode = solve(root, "tests/test_long.py::LongTest::test_middle")
+    assert episode.claim.startswith("Fixed `middle`"), episode.claim
+    assert run_tests(root).returncode == 0
+    reads = tool_arguments(episode.messages, "read_file")
+    assert all(r.get("end_line") for r in reads if r.get("start_line", 1) > 1), reads  # windows, not pages
+    # one first page (the imports) and two windows; the class alone is 19,000 characters
+    assert _read_chars(episode, "tests/test_long.py") < 7_000, reads
+    assert _read_chars(episode, "src/shapes/deep.py") < 3_000, reads
+    # each candidate's re-run of the test asks for pass or fail in a line, not a traceback per try
+    reruns = [c["command"] for c in tool_arguments(episode.messages, "shell") if " -x " in c["command"]]
+    assert reruns and all("--tb=line" in c for c in reruns), reruns
+
+
+def test_a_mixin_test_is_found_in_its_base_class_and_the_class_attribute_names_the_function(
+    tmp_path: Path,
+) -> None:
+    root = make_library(tmp_path, ("src/shapes/core.py", "return value * 2", "return value * 3"))
+    episode = solve(root, "tests/test_shapes.py::DoubledTest::test_twice")
+    assert episode.claim.startswith("Fixed `doubled`"), episode.claim
+    assert run_tests(root).returncode == 0
+    greps = tool_arguments(episode.messages, "grep")
+    assert all("assertEqual" not in g["pattern"] and "FUNC" not in g["pattern"] for g in greps), greps
+
+
+def test_a_bug_in_a_module_reached_through_another_is_found_by_tracing_the_test(tmp_path: Path) -> None:
+    root = make_library(tmp_path, ("src/shapes/helpers.py", "return a * b", "return a // b"))
+    assert run_tests(root, "tests/test_shapes.py::DoubledTest::test_value").returncode == 0  # same name
+    episode = solve(root, "tests/test_shapes.py::BoxTest::test_value")
+    assert episode.claim.startswith("Fixed") and "src/shapes/helpers.py" in episode.claim, episode.claim
+    assert run_tests(root).returncode == 0
+    commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+    assert any("settrace" in c and "BoxTest::test_value" in c for c in commands), commands
+
+
+def test_a_compacted_conversation_starts_the_engineer_over_and_the_work_gets_done(tmp_path: Path) -> None:
+    project = generate_sample_project(tmp_path / "p", 5, bugs=4)
+    responder = EngineerResponder.from_options({}, seed=project.seed)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(
+        drive(responder, project.path, project.task, system=prompt, env=FAST, compact_over=24)
+    )
+    assert any(m.content == COMPACTED for m in episode.messages), "the run was never compacted"
+    assert episode.finished and episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(project.path).returncode == 0
+
+
+def test_two_bugs_in_one_function_are_fixed_one_test_at_a_time(tmp_path: Path) -> None:
+    (tmp_path / "spread.py").write_text(
+        "def spread(value):\n    low = value - 2\n    high = value + 2\n    return low, high\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_spread.py").write_text(
+        "from spread import spread\n\n\ndef test_low():\n    assert spread(5)[0] == 4\n\n\n"
+        "def test_high():\n    assert spread(5)[1] == 6\n"
+    )
+    responder = EngineerResponder.from_options({}, seed=1)
+    task = "The tests fail (`python -m pytest -q`). Make them pass."
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST))
+    # fixing `low` leaves test_high failing on the same function: a step forward, not a wrong guess
+    assert episode.claim.startswith("Fixed") and episode.claim.count("`spread`") == 2, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+
+
+def test_a_kept_fix_that_was_the_wrong_one_of_two_is_reconsidered_from_the_line_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """`max` -> `min` at the line's first call passes test_below and breaks nothing (its other tests
+    failed already), so it is kept; the right repair of the line as it was (`max(value` -> `min(value`)
+    is one token from the original and two from the kept fix: the engineer tries it for the next test."""
+    source = "def bound(value, low, high):\n    return max(low, max(value, high))\n"
+    (tmp_path / "limits.py").write_text(source)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_limits.py").write_text(
+        "from limits import bound\n\n\ndef test_below():\n    assert bound(0, 1, 9) == 1\n"
+        "\n\ndef test_inside():\n    assert bound(5, 1, 9) == 5\n"
+        "\n\ndef test_above():\n    assert bound(12, 1, 9) == 9\n"
+    )
+    responder = EngineerResponder.from_options({}, seed=1)
+    task = "The tests fail (`python -m pytest -q`). Make them pass."
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST))
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert "`return min(low, max(value, high))` -> `return max(low, min(value, high))`" in episode.claim
+    assert run_tests(tmp_path).returncode == 0
+
+
+def test_a_fix_that_passes_its_one_test_but_breaks_another_is_put_back(tmp_path: Path) -> None:
+    """A task's command that runs one test cannot see what an edit breaks elsewhere: the engineer
+    runs the whole suite too, and a candidate that fails a test that passed before is not kept."""
+    (tmp_path / "clip.py").write_text(
+        "def head(items, count=0):\n"
+        "    everything = count == 0\n"
+        "    if everything:\n"
+        "        return list(items)\n"
+        "    return list(items)[: count - 1]\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_clip.py").write_text(
+        "from clip import head\n\n\ndef test_some():\n    assert head([1, 2, 3], 3) == [1, 2, 3]\n\n\n"
+        "def test_all():\n    assert head([1, 2, 3]) == [1, 2, 3]\n"
+    )
+    assert run_tests(tmp_path, "tests/test_clip.py::test_all").returncode == 0
+    episode = solve(tmp_path, "tests/test_clip.py::test_some")
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(tmp_path).returncode == 0  # `count != 0` passed test_some alone and broke test_all
+    commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+    assert "python -m pytest -q --tb=no -rf" in commands, commands
+
+
+def test_the_whole_suite_is_run_without_a_fix_only_when_it_fails_a_test_the_task_does_not_run(
+    tmp_path: Path,
+) -> None:
+    """With a task's command that runs one test, the whole suite is run once after a fix that passes;
+    only when it fails a test the task's command does not run is it run again with the line put back,
+    and a test that failed before too (not the task's) does not cost the fix."""
+    wide = "python -m pytest -q --tb=no -rf"
+    for name, other in (("clean", "1"), ("red-elsewhere", "2")):
+        root = tmp_path / name
+        (root / "tests").mkdir(parents=True)
+        (root / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\ndef one():\n    return 1\n")
+        (root / "tests" / "test_calc.py").write_text(
+            "from calc import add, one\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+            f"def test_one():\n    assert one() == {other}\n"
+        )
+        episode = solve(root, "tests/test_calc.py::test_add")
+        assert episode.claim.startswith("Fixed"), (name, episode.claim)
+        assert run_tests(root, "tests/test_calc.py::test_add").returncode == 0, name
+        commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+        assert commands.count(wide) == (1 if name == "clean" else 2), (name, commands)
+
+
+def test_a_whole_suite_whose_output_was_cut_is_compared_by_its_count_of_failures() -> None:
+    """Many failures elsewhere (a fleet's task beside the other tasks' bugs) make a long output that
+    the tool cuts in the middle: the names a cut leaves shift when a fix makes one fewer fail, which
+    must not read as a test it broke (a 128-worker fleet put back every right fix and left tasks undone)."""
+
+    def cut(failing: list[str]) -> reading.TestReport:
+        lines = [f"FAILED tests/test_m.py::{name} - AssertionError" for name in failing]
+        shown = [*lines[:3], "[... cut ...]", *lines[-3:]]
+        return reading.read_pytest("\n".join([*shown, f"{len(failing)} failed, 9 passed in 0.5s"]), 1)
+
+    names = [f"test_{n}" for n in range(40)]
+    before, fixed = cut(names), cut(names[1:])  # test_0 fixed: test_1 is now shown at the top
+    assert not fixed.breaks_more_than(before)
+    assert cut([*names, "test_new"]).breaks_more_than(before)  # one more failing: broken
+    whole = reading.read_pytest("FAILED tests/test_m.py::test_a - x\n1 failed, 9 passed in 0.5s", 1)
+    swapped = reading.read_pytest("FAILED tests/test_m.py::test_b - x\n1 failed, 9 passed in 0.5s", 1)
+    assert swapped.breaks_more_than(whole)  # every failure listed: a new name is a test it broke
+
+
+def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:
+    """Over OpenAI's chat wire a tool's error loses its mark: the engineer reads the answer's words, as a
+    model does, and neither believes its edit was made nor goes on from it."""
+    desk = Desk(Brief.from_task("Fix it."))
+    for answer, made in (
+        ("edit_file: `old` found 2 times; include more context to make it unique in m.py", False),
+        ("edit_file: `old` not found in m.py", False),
+        ("edited m.py", True),
+    ):
+        desk.files["m.py"] = ["x = 1", "y = 0", "x = 1"]
+        steps = desk.edit("m.py", "y = 0", "y = 1", why="")
+        assert isinstance(next(steps), Edit)
+        with pytest.raises(StopIteration) as done:
+            steps.send(Observation(text=answer))
+        assert done.value.value is made, answer
+        assert desk.files.get("m.py", ["x = 1", "y = 0", "x = 1"])[1] == ("y = 1" if made else "y = 0")
+
+
+def test_in_a_long_class_the_method_that_raised_is_tried_before_the_others() -> None:
+    """A test that calls a class blames the whole class; the traceback says which method raised, and a
+    developer looks there first (before, the class's lines were tried in reading order)."""
+    others = [f"    def method_{n}(self, value):\n        return value + {n}\n\n" for n in range(20)]
+    source = (
+        "class Range:\n    EMPTY = 0\n\n"
+        + "".join(others)
+        + "    def __init__(self, *args):\n        count = len(args)\n        if count == 1:\n"
+        "            self.stop = args[0]\n        elif count == 1:\n"
+        "            self.start, self.stop = args\n        else:\n            raise TypeError(count)\n"
+    )
+    lines = source.split("\n")
+    raised = next(i for i, line in enumerate(lines) if "raise TypeError" in line)
+    found = candidates(lines, range(1, len(lines)), blamed=[raised])
+    init = lines.index("    def __init__(self, *args):")
+    fix = lines.index("        elif count == 1:")
+    first_other = next(n for n, c in enumerate(found) if c.index < init)
+    fixing = next(n for n, c in enumerate(found) if c.index == fix and "count == 2" in c.line)
+    assert fixing < first_other < len(found), found  # 20 methods of candidates come after it
