@@ -273,6 +273,27 @@ def test_the_lead_groups_by_what_a_test_calls_then_by_its_name_then_by_its_file(
     assert [g.checks for g in groups.values()][1:] == [[ids[1]], [ids[2]], ["tests/u.py::test_x"]]
 
 
+def test_names_imported_from_outside_the_project_are_not_what_a_test_tests() -> None:
+    from hilbert.sim.lead.procedure import Group, group_tests
+
+    files = {"pkg/__init__.py", "pkg/core.py"}
+    source = (
+        "from decimal import Decimal\nfrom random import choices\n\nimport pkg as p\n\n\n"
+        "def test_span_decimal():\n    args = (Decimal('1.0'), Decimal('2.0'))\n"
+        "    assert p.span(*args) == 1\n\n\n"
+        "def test_low_random():\n    data = choices(range(9), k=5)\n    assert p.low(data) == min(data)\n\n\n"
+        "def test_decimal_only():\n    assert Decimal('1') == 1\n"
+    )  # each test builds its input with the standard library, then calls the project through `p`
+    ids = [f"tests/t.py::{name}" for name in ("test_span_decimal", "test_low_random", "test_decimal_only")]
+    groups: dict[tuple[str, ...], Group] = {}
+    group_tests(groups, "tests/t.py", ids, source, files)
+    assert [(g.claims, g.function, g.tests) for g in groups.values()] == [
+        (("pkg/__init__.py",), "span", [ids[0]]),
+        (("pkg/__init__.py",), "low", [ids[1]]),
+        (("pkg/__init__.py",), "Decimal", [ids[2]]),  # nothing of the project: what it calls
+    ]
+
+
 def test_a_cut_survey_is_read_from_the_saved_output_a_page_at_a_time(tmp_path: Path) -> None:
     from hilbert.sim.engineer.actions import Observation
     from hilbert.sim.lead.procedure import PAGE_LINES, whole_output

@@ -184,25 +184,31 @@ def _target(
     test_id: str, lines: list[str], names: dict[str, str], modules: tuple[str, ...], files: set[str]
 ) -> tuple[str, str] | None:
     """(module file, function) that a test calls, or None when either is unknown."""
-    function = _function_of(test_id, lines, names)
+    outside = {name for name, module in names.items() if _locate(module, files) is None}
+    function = _function_of(test_id, lines, names, outside)
     module = _locate(names[function], files) if function in names else None
     if function and module is None and len(modules) == 1:
         module = modules[0]
     return (module, function) if function and module else None
 
 
-def _function_of(test_id: str, lines: list[str], names: dict[str, str]) -> str | None:
+def _function_of(
+    test_id: str, lines: list[str], names: dict[str, str], outside: set[str] = frozenset()
+) -> str | None:
     """The function a test calls, from its body (a method found in its class or a mixin) or, for a
     test whose body calls nothing of the project, from what its test class names; else the imported
-    name its name starts with."""
+    name its name starts with. Names imported from outside the project (`outside`: the standard
+    library's `Decimal` the test builds its arguments with) come after the project's."""
     node = test_id.partition("::")[2]
     name = node.rsplit("::", 1)[-1].split("[", 1)[0]
     span = test_span(lines, node) if node else None
     tested = tested_names(lines, span, "", class_of(lines, node)) if span else []
-    called = next((n for n in tested if n in names), tested[0] if tested else None)
+    ours = [n for n in tested if n not in outside]
+    called = next((n for n in ours if n in names), ours[0] if ours else None)
+    called = called or next(iter(tested), None)
     if called in names or not name:
         return called
-    named = [n for n in names if name == f"test_{n}" or name.startswith(f"test_{n}_")]
+    named = [n for n in names if n not in outside and (name == f"test_{n}" or name.startswith(f"test_{n}_"))]
     return max(named, key=len) if named else called
 
 
