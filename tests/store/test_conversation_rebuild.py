@@ -175,3 +175,23 @@ def test_agent_summary_is_derived_from_events(tmp_path: Path) -> None:
         assert agent_summary(store, "r", "bob").status == "running"
         with pytest.raises(UserError):
             agent_summary(store, "r", "carol")
+
+
+def test_every_turn_keeps_what_a_compaction_dropped_in_order(tmp_path: Path) -> None:
+    from hilbert.store import every_turn
+
+    with EventStore.open(tmp_path / "events.db") as store:
+        write_story(store)
+        contents = [m.content for m in every_turn(store, "r", "alice")]
+    assert contents == [
+        "You are alice.",
+        "fix the bug",
+        "looking",
+        "file.py",
+        "boom",
+        "Reminder: run the tests.",
+        "again",
+        "ok",
+        "done",  # the compacted call's summary was sent, not said: not a turn of the agent's
+        "finish recorded",
+    ]

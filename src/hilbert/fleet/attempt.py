@@ -24,6 +24,7 @@ from hilbert.agent.policies import AgentResult, CostLimit, Policy, SharedCostLim
 from hilbert.agent.reminders import Reminders, acceptance_items
 from hilbert.agent.tools import ScopedTools, ToolBox, Tools
 from hilbert.context.policy import compaction_for
+from hilbert.context.tried import TriedEdit, tried_edits, tried_note
 from hilbert.errors import RunError
 from hilbert.fleet.admission import admit
 from hilbert.fleet.budget import BudgetGuard, Caps
@@ -41,7 +42,7 @@ from hilbert.fleet.stop_gate import StopGate
 from hilbert.fleet.tainted import PeerSnapshot, hold
 from hilbert.models.types import Message
 from hilbert.security.envelope import ENVELOPE_RULES
-from hilbert.store import EventStore, rebuild_conversation
+from hilbert.store import EventStore, every_turn, rebuild_conversation
 from hilbert.workspaces import Checkout
 
 WORKER_TASK = """Task {id}: {title}
@@ -130,7 +131,11 @@ class Attempts:
                 return resumed_from
             history = resumed_from
         result = await self.loop(task, name, spec_for(ctx, task, name), tools, gate, checkout, inbox, history)
-        return AttemptOutcome(result.status, result.cause, result.reason)
+        reason = result.reason
+        if result.status != "finished":  # the next attempt is told which edits were tried and put back
+            tried = tried_note(tried_on(ctx, task))
+            reason += f"\n{tried}" if tried else ""
+        return AttemptOutcome(result.status, result.cause, reason)
 
     async def resume_point(
         self, task: Task, name: Name, checkout: Checkout, resumed: AttemptView, gate: StopGate
@@ -265,6 +270,14 @@ class Attempts:
         if task_id in self.loops and not self.loops[task_id].done():
             self.restart_wanted.add(task_id)
             self.loops[task_id].cancel()
+
+
+def tried_on(ctx: RunContext, task: Task) -> list[TriedEdit]:
+    """The edits hilbert's loop tried on `task` and put back, in all its attempts so far."""
+    found: list[TriedEdit] = []
+    for worker in [w for w, attempt in ctx.state.attempts.items() if attempt.task == task.id]:
+        found += [e for e in tried_edits(every_turn(ctx.store, ctx.run, worker)) if e not in found]
+    return found
 
 
 def _last_claim(ctx: RunContext, agent: str) -> tuple[str, str] | None:

@@ -4,13 +4,14 @@
 - `schema`: the migrations, as a list of functions.
 - `blobs`: canonical JSON and the SHA-256 key of a blob.
 - `kinds`: the event kinds the agent loop writes and the shape of their data (the contract).
-- `conversation`: `rebuild_conversation`, an agent's conversation from its events.
+- `conversation`: `rebuild_conversation`, an agent's conversation from its events; `every_turn`, all
+  it ever held (also what compaction dropped).
 - `summary`: `agent_summary`, an agent's progress and spend from its events.
 
 It knows JSON, messages and usage; it knows nothing about models, tools or printing.
 """
 
-from hilbert.store.conversation import rebuild_conversation
+from hilbert.store.conversation import every_turn, rebuild_conversation
 from hilbert.store.event_store import Durability, Event, EventStore
 from hilbert.store.summary import AgentSummary, agent_summary
 
@@ -20,5 +21,6 @@ __all__ = [
     "Event",
     "EventStore",
     "agent_summary",
+    "every_turn",
     "rebuild_conversation",
 ]

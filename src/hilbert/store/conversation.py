@@ -33,3 +33,18 @@ def rebuild_conversation(
             hint=f"`hilbert log --run {run}` lists its agents",
         )
     return store.get_messages(hashes)
+
+
+def every_turn(store: EventStore, run: str, agent: str) -> list[Message]:
+    """Every message `agent`'s conversation held in `run`, in order, each once: its first messages,
+    each reply, each tool result and injected message — also those a compaction dropped later (what
+    it did, not what it last sent)."""
+    hashes: list[str] = []
+    for event in store.events(run=run, agent=agent, kinds=CONVERSATION_KINDS):
+        if event.kind == AGENT_STARTED:
+            hashes += [h for h in event.data["messages"] if h not in hashes]
+        elif event.kind == MODEL_CALL:
+            hashes.append(event.data["response"])
+        else:  # tool_result, message_injected
+            hashes.append(event.data["message"])
+    return store.get_messages(hashes)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,7 +193,7 @@ def _target(
 
 
 def _function_of(
-    test_id: str, lines: list[str], names: dict[str, str], outside: set[str] = frozenset()
+    test_id: str, lines: list[str], names: dict[str, str], outside: Set[str] = frozenset()
 ) -> str | None:
     """The function a test calls, from its body (a method found in its class or a mixin) or, for a
     test whose body calls nothing of the project, from what its test class names; else the imported

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from hilbert.context.tried import MAX_TRIED, TRIED, TriedEdit, tried_edits, tried_note
+from hilbert.models.types import Message, ToolCall
+
+
+def edit(call_id: str, old: str, new: str, path: str = "pkg/m.py") -> Message:
+    return Message("assistant", "", (ToolCall(call_id, "edit_file", {"path": path, "old": old, "new": new}),))
+
+
+def result(call_id: str, *, error: bool = False) -> Message:
+    return Message("tool", "refused: not found" if error else "edited", tool_call_id=call_id, is_error=error)
+
+
+def test_an_edit_reversed_later_with_other_context_is_tried_one_kept_or_refused_is_not() -> None:
+    messages = [
+        edit("1", "a = 1\n    b  =  2", "a = 1\n    b = 3"),  # tried: put back below with other lines
+        result("1"),
+        edit("2", "x = 0", "x = 9"),  # refused by the tool: never made
+        result("2", error=True),
+        edit("3", "b = 3\nc = 4", "b  =  2\nc = 4"),
+        result("3"),
+        edit("4", "d = 1", "d = 2"),  # kept
+        result("4"),
+    ]
+    assert tried_edits(messages) == [TriedEdit("pkg/m.py", "b = 2", "b = 3")]
+    note = tried_note(tried_edits(messages))
+    assert note == f"{TRIED}\n- pkg/m.py: `b = 2` -> `b = 3`"
+    assert tried_note([]) == ""
+
+
+def test_the_note_lists_the_latest_tries_and_counts_the_rest() -> None:
+    edits = [TriedEdit("m.py", f"n = {i}", f"n = {i + 1}") for i in range(MAX_TRIED + 5)]
+    lines = tried_note(edits).splitlines()
+    assert lines[1] == "- m.py: `n = 5` -> `n = 6`" and lines[-1] == "(and 5 earlier ones)"
+    assert len(lines) == MAX_TRIED + 2
