@@ -324,3 +324,24 @@ def test_in_a_long_class_the_method_that_raised_is_tried_before_the_others() -> 
     first_other = next(n for n, c in enumerate(found) if c.index < init)
     fixing = next(n for n, c in enumerate(found) if c.index == fix and "count == 2" in c.line)
     assert fixing < first_other < len(found), found  # 20 methods of candidates come after it
+
+
+def test_the_conditions_a_raise_in_an_else_went_through_are_tried_nearest_first() -> None:
+    """An exception raised in an `else:` went through every condition of its chain: a developer
+    reads those first, the nearest first, before the other lines of the method."""
+    source = (
+        "def span(*args):\n    count = len(args)\n    start = 0\n    step = 1\n"
+        "    if count == 1:\n        (stop,) = args\n    elif count == 2:\n        start, stop = args\n"
+        "    elif count == 2:\n        start, stop, step = args\n    elif count == 0:\n"
+        "        raise TypeError('no arguments')\n    else:\n        raise TypeError(count)\n"
+        "    return start, stop, step\n"
+    )  # the second `count == 2` should be `count == 3`
+    lines = source.split("\n")
+    raised = lines.index("        raise TypeError(count)")
+    found = candidates(lines, range(1, len(lines)), blamed=[raised])
+    guards = [c.index for c in found if c.index != raised][:6]
+    conditions = [i for i, line in enumerate(lines) if line.lstrip().startswith(("if ", "elif "))]
+    assert set(guards) <= set(conditions) and guards == sorted(guards, reverse=True), found
+    fixing = next(n for n, c in enumerate(found) if c.index == conditions[2] and "count == 3" in c.line)
+    first_other = next(n for n, c in enumerate(found) if c.index not in (raised, *conditions))
+    assert fixing < first_other and fixing <= 6, found

@@ -39,6 +39,7 @@ def candidates(
     found: list[tuple[tuple[int, int], Candidate]] = []
     prose = _inside_strings(lines)
     near = _raising_functions(lines, blamed)
+    guards = _guards(lines, blamed)
     for index in indices:
         if index in prose:
             continue
@@ -53,8 +54,11 @@ def candidates(
                     continue
                 made.add(new_line)
                 adds_not = rewrite.operator == "negation" and len(new_line) > len(text)
-                rank = 0 if index in blamed else (3 if adds_not else (1 if index in near else 2))
-                found.append(((rank, index * 100 + order), Candidate(index, rewrite.operator, new_line)))
+                if index in blamed or index in guards:
+                    rank, place = 0, guards.get(index, -1)  # the raise, then its guards, nearest first
+                else:
+                    rank, place = (4 if adds_not else (2 if index in near else 3)), index
+                found.append(((rank, place * 100 + order), Candidate(index, rewrite.operator, new_line)))
                 order += 1
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
@@ -74,6 +78,38 @@ def _raising_functions(lines: list[str], blamed: Sequence[int]) -> set[int]:
             end += 1
         near.update(range(start + 1, end))
     return near
+
+
+def _guards(lines: list[str], blamed: Sequence[int]) -> dict[int, int]:
+    """The conditions that led to a blamed line: the `if` / `elif` lines of the chain whose branch
+    holds it (an exception raised in an `else:` went through every condition above it), each with
+    its distance from the blamed line (the nearest is read first)."""
+    found: dict[int, int] = {}
+    for line in blamed:
+        if not 0 <= line < len(lines) or not lines[line].strip():
+            continue
+        indent = _indent(lines[line])
+        header = next(
+            (i for i in range(line - 1, -1, -1) if lines[i].strip() and _indent(lines[i]) < indent), None
+        )
+        if header is None or not lines[header].lstrip().startswith(("if ", "elif ", "else:")):
+            continue
+        level = _indent(lines[header])
+        for index in range(header, -1, -1):
+            text = lines[index].strip()
+            if not text or _indent(lines[index]) > level:
+                continue
+            if _indent(lines[index]) < level or not text.startswith(("if ", "elif ", "else:")):
+                break
+            if not text.startswith("else:"):
+                found.setdefault(index, line - index)
+            if text.startswith("if "):
+                break
+    return found
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _inside_strings(lines: list[str]) -> set[int]:
