@@ -23,9 +23,9 @@ def test_an_edit_reversed_later_with_other_context_is_tried_one_kept_or_refused_
         edit("4", "d = 1", "d = 2"),  # kept
         result("4"),
     ]
-    assert tried_edits(messages) == [TriedEdit("pkg/m.py", "b = 2", "b = 3")]
+    assert tried_edits(messages) == [TriedEdit("pkg/m.py", "b = 2", "b = 3", above="a = 1")]
     note = tried_note(tried_edits(messages))
-    assert note == f"{TRIED}\n- pkg/m.py: `b = 2` -> `b = 3`"
+    assert note == f"{TRIED}\n- pkg/m.py: `b = 2` -> `b = 3` after `a = 1`"
     assert tried_note([]) == ""
 
 
@@ -34,3 +34,26 @@ def test_the_note_lists_the_latest_tries_and_counts_the_rest() -> None:
     lines = tried_note(edits).splitlines()
     assert lines[1] == "- m.py: `n = 5` -> `n = 6`" and lines[-1] == "(and 5 earlier ones)"
     assert len(lines) == MAX_TRIED + 2
+
+
+def test_of_two_equal_lines_the_one_tried_is_told_apart_by_the_lines_its_edit_took_in() -> None:
+    from hilbert.sim.engineer.desk import Brief, Desk
+
+    source = [
+        "if n == 1:",
+        "    x = 1",
+        "elif n == 2:",
+        "    x = 2",
+        "elif n == 2:",  # the bug: should be 3
+        "    x = 3",
+    ]
+    # the engineer's edit of line 2 took the next line in (its text alone is there twice); put back
+    tried = edit("1", "elif n == 2:\n    x = 2", "elif n == 3:\n    x = 2")
+    back = edit("2", "elif n == 3:\n    x = 2", "elif n == 2:\n    x = 2")
+    note = tried_note(tried_edits([tried, result("1"), back, result("2")]))
+    assert note.endswith("- pkg/m.py: `elif n == 2:` -> `elif n == 3:` before `x = 2`"), note
+    desk = Desk(Brief.from_task(f"Fix it. Run `python -m pytest -q`.\n\n{note}"))
+    desk.files["pkg/m.py"] = source
+    assert desk.tried_before("pkg/m.py", 2, "elif n == 3:")
+    assert not desk.tried_before("pkg/m.py", 4, "elif n == 3:")  # the same change of the other line
+    assert not desk.tried_before("pkg/m.py", 2, "elif n == 1:")

@@ -7,9 +7,9 @@ attempt's turns, no attempt gets past where the first stopped. `tried_edits(mess
 agent's whole history (every turn, including those a compaction dropped), the `edit_file` changes it
 later reversed; `tried_note(edits)` is the paragraph the harness adds to the next attempt's feedback.
 
-A change is read by its first changed line (an edit may take neighbouring lines in to find its text
-once, and its reversal other neighbours), with runs of whitespace made one space, so that the same
-line change made with different context is the same edit.
+A change is read by its first changed line, with runs of whitespace made one space, and the lines the
+edit took in around it to find its text once (kept to tell apart two equal lines: a duplicated
+`elif argc == 2:`); its reversal may take in other neighbours and is still its reversal.
 """
 
 from __future__ import annotations
@@ -26,14 +26,24 @@ MAX_TRIED = 60  # the latest ones listed
 MAX_LINE_CHARS = 200
 
 
+NEXT_LINE = " ⏎ "  # between the lines of the context of an edit, in its one line
+
+
 @dataclass(frozen=True)
 class TriedEdit:
     path: str
     before: str  # the first line the edit changed, as it was (whitespace collapsed)
     after: str  # ... and as the edit made it
+    above: str = ""  # the lines the edit's text held above it, as they were (NEXT_LINE between)
+    below: str = ""  # ... and below it
 
     def line(self) -> str:
-        return f"- {self.path}: `{self.before}` -> `{self.after}`"
+        where = f" after `{self.above}`" if self.above else ""
+        where += f" before `{self.below}`" if self.below else ""
+        return f"- {self.path}: `{self.before}` -> `{self.after}`{where}"
+
+    def undoes(self, other: TriedEdit) -> bool:
+        return (self.path, self.before, self.after) == (other.path, other.after, other.before)
 
 
 def tried_edits(messages: Sequence[Message]) -> list[TriedEdit]:
@@ -50,13 +60,13 @@ def tried_edits(messages: Sequence[Message]) -> list[TriedEdit]:
             if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
                 continue
             edit = _first_change(path, old, new)
-            reverse = TriedEdit(edit.path, edit.after, edit.before)
-            if reverse in made:
-                made.remove(reverse)
-                if reverse not in undone:
-                    undone.append(reverse)
-            else:
+            reversed_ = next((made_ for made_ in reversed(made) if edit.undoes(made_)), None)
+            if reversed_ is None:
                 made.append(edit)
+                continue
+            made.remove(reversed_)
+            if reversed_ not in undone:
+                undone.append(reversed_)
     return undone
 
 
@@ -72,9 +82,11 @@ def tried_note(edits: Sequence[TriedEdit]) -> str:
 def _first_change(path: str, old: str, new: str) -> TriedEdit:
     before, after = old.split("\n"), new.split("\n")
     if len(before) == len(after):
-        changed = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
-        if changed:
-            return TriedEdit(path, _flat(changed[0][0]), _flat(changed[0][1]))
+        first = next((i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a), None)
+        if first is not None:
+            above = NEXT_LINE.join(_flat(line) for line in before[:first])
+            below = NEXT_LINE.join(_flat(line) for line in before[first + 1 :])
+            return TriedEdit(path, _flat(before[first]), _flat(after[first]), above, below)
     return TriedEdit(path, _flat(old), _flat(new))
 
 

@@ -13,7 +13,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from hilbert.context.tried import TRIED
+from hilbert.context.tried import NEXT_LINE, TRIED, TriedEdit
 from hilbert.sim.engineer.actions import Action, Edit, Observation, Read, Run
 from hilbert.sim.engineer.reading import TestReport, numbered_page, read_pytest
 
@@ -27,7 +27,7 @@ _EDIT_REFUSED = re.compile(
     r"found [2-9]\d* times|not unique|more than once|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M
 )
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
-_TRIED_LINE = re.compile(r"^- (\S+): `(.*)` -> `(.*)`$", re.MULTILINE)
+_TRIED_LINE = re.compile(r"^- (\S+): `(.*?)` -> `(.*?)`(?: after `(.*?)`)?(?: before `(.*?)`)?$", re.M)
 _REMINDER = re.compile(r"\breminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
 _REMINDER_LINE = re.compile(r"^\W*reminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
 
@@ -81,11 +81,11 @@ class Desk:
         self.wide_before: TestReport | None = None
         self.steps = 0
         self.last_full_run = -1
-        # (path, line, line after) of edits an earlier attempt made and put back, as its feedback lists
-        self.tried: set[tuple[str, str, str]] = set()
+        # edits an earlier attempt made and put back, as its feedback lists them
+        self.tried: list[TriedEdit] = []
         for text in (brief.task, *brief.notes):
             if TRIED in text:
-                self.tried.update(_TRIED_LINE.findall(text.split(TRIED, 1)[1]))
+                self.tried += [TriedEdit(*found) for found in _TRIED_LINE.findall(text.split(TRIED, 1)[1])]
         for note in brief.notes:
             self._notice(note)
 
@@ -93,9 +93,21 @@ class Desk:
         if is_reminder(text, in_tool_output=in_tool_output):
             self.verify_due = _command_in(text) or self.brief.test_command
 
-    def tried_before(self, path: str, line: str, new_line: str) -> bool:
-        """Whether an earlier attempt replaced `line` of `path` with `new_line` and put it back."""
-        return (path, " ".join(line.split()), " ".join(new_line.split())) in self.tried
+    def tried_before(self, path: str, index: int, new_line: str) -> bool:
+        """Whether an earlier attempt replaced line `index` of `path` (as known) with `new_line` and
+        put it back: the same change of a line with the same lines around it, as far as its edit
+        took them in."""
+        lines = [" ".join(line.split()) for line in self.files.get(path, [])]
+        change = (path, lines[index] if index < len(lines) else None, " ".join(new_line.split()))
+        for edit in self.tried:
+            above = edit.above.split(NEXT_LINE) if edit.above else []
+            below = edit.below.split(NEXT_LINE) if edit.below else []
+            if (edit.path, edit.before, edit.after) != change or index < len(above):
+                continue
+            around = (lines[index - len(above) : index], lines[index + 1 : index + 1 + len(below)])
+            if around == (above, below):
+                return True
+        return False
 
     def verify_wanted(self, ignore_reminders: bool) -> bool:
         """A reminder asked to run the tests and they were not run since."""

@@ -284,7 +284,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             done.update((path, i) for i in todo)
             blamed = suspect.blamed if path == suspect.path else ()
             for candidate in candidates(lines, todo, blamed, desk.originals.get(path)):
-                if desk.tried_before(path, lines[candidate.index], candidate.line):
+                if desk.tried_before(path, candidate.index, candidate.line):
                     continue  # an earlier attempt made this edit and put it back
                 if tries >= MAX_TRIES:
                     return None
