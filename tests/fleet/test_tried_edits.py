@@ -55,7 +55,15 @@ def test_the_next_attempt_skips_the_edits_an_attempt_tried_and_put_back(tmp_path
                 model=make_model(f"openai:fake@{server.openai_base_url}", env={}),
                 store=store,
                 runner=Runner.unsandboxed(ENV),
-                settings=Settings.of({"fleet.workers": 1, "fleet.max_attempts": 2, "budgets.max_turns": 30}),
+                settings=Settings.of(
+                    # the gate's differential runs are proven in tests/judge: here they only cost time
+                    {
+                        "fleet.workers": 1,
+                        "fleet.max_attempts": 2,
+                        "budgets.max_turns": 30,
+                        "gate.differential": False,
+                    }
+                ),
             )
         )
         attempts = [e.data for e in store.events(run="r", kinds=["task_attempted"])]
