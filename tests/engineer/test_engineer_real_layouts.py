@@ -345,3 +345,24 @@ def test_the_conditions_a_raise_in_an_else_went_through_are_tried_nearest_first(
     fixing = next(n for n, c in enumerate(found) if c.index == conditions[2] and "count == 3" in c.line)
     first_other = next(n for n, c in enumerate(found) if c.index not in (raised, *conditions))
     assert fixing < first_other and fixing <= 6, found
+
+
+def test_a_unittest_tests_traceback_blames_the_raise_and_its_conditions_come_first(tmp_path: Path) -> None:
+    """pytest heads a unittest test's failure `Class.test`: read by the test's name alone, the section
+    was not found, nothing was blamed, and the method's lines were tried from the top."""
+    padding = "".join(f"    offset_{n} = {n} + 1\n" for n in range(12))  # lines with repairs of their own
+    (tmp_path / "span.py").write_text(
+        "def span(*args):\n" + padding + "    count = len(args)\n    if count == 1:\n        (stop,) = args\n"
+        "        start, step = 0, 1\n    elif count == 2:\n        start, stop = args\n        step = 1\n"
+        "    elif count == 2:\n        start, stop, step = args\n    else:\n        raise TypeError(count)\n"
+        "    return list(range(start, stop, step))\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_span.py").write_text(
+        "from unittest import TestCase\n\nfrom span import span\n\n\nclass SpanTests(TestCase):\n"
+        "    def test_three(self):\n        self.assertEqual(span(0, 6, 2), [0, 2, 4])\n"
+    )
+    episode = solve(tmp_path, "tests/test_span.py::SpanTests::test_three")
+    assert episode.claim.startswith("Fixed") and run_tests(tmp_path).returncode == 0, episode.claim
+    tries = [e["new"] for e in tool_arguments(episode.messages, "edit_file")]
+    assert len(tries) <= 8 and not any("offset_" in t for t in tries), tries

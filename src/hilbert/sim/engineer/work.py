@@ -147,7 +147,8 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
     """Read the failing test, find what it exercises and read where that is defined. None: the test
     cannot be read; a suspect without a `path`: nothing it names was found in the product files."""
     test_path, _, node = test_id.partition("::")
-    section = report.section(node.split("::")[-1].split("[", 1)[0])
+    parts = [part.split("[", 1)[0] for part in node.split("::")]
+    section = report.section(".".join(parts[-2:])) or report.section(parts[-1])  # `Class.test`: unittest
     test_lines = yield from read_test(desk, test_path, node, section)
     span = test_span(test_lines, node) if test_lines and node else None
     if test_lines is None or span is None:
