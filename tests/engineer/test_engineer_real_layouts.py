@@ -345,6 +345,9 @@ def test_the_conditions_a_raise_in_an_else_went_through_are_tried_nearest_first(
     fixing = next(n for n, c in enumerate(found) if c.index == conditions[2] and "count == 3" in c.line)
     first_other = next(n for n, c in enumerate(found) if c.index not in (raised, *conditions))
     assert fixing < first_other and fixing <= 6, found
+    # a `not` put before a condition is the least likely repair of each: the others go first
+    negations = [n for n, c in enumerate(found) if " not " in c.line]
+    assert negations and min(negations) > fixing, found
 
 
 def test_a_unittest_tests_traceback_blames_the_raise_and_its_conditions_come_first(tmp_path: Path) -> None:

@@ -54,10 +54,10 @@ def candidates(
                     continue
                 made.add(new_line)
                 adds_not = rewrite.operator == "negation" and len(new_line) > len(text)
-                if index in blamed or index in guards:
-                    rank, place = 0, guards.get(index, -1)  # the raise, then its guards, nearest first
+                if index in blamed or index in guards:  # the raise, then its guards, nearest first
+                    rank, place = (1 if adds_not else 0), guards.get(index, -1)
                 else:
-                    rank, place = (4 if adds_not else (2 if index in near else 3)), index
+                    rank, place = (5 if adds_not else (3 if index in near else 4)), index
                 found.append(((rank, place * 100 + order), Candidate(index, rewrite.operator, new_line)))
                 order += 1
     found.sort(key=lambda item: item[0])
