@@ -285,6 +285,13 @@ def test_a_whole_suite_whose_output_was_cut_is_compared_by_its_count_of_failures
     whole = reading.read_pytest("FAILED tests/test_m.py::test_a - x\n1 failed, 9 passed in 0.5s", 1)
     swapped = reading.read_pytest("FAILED tests/test_m.py::test_b - x\n1 failed, 9 passed in 0.5s", 1)
     assert swapped.breaks_more_than(whole)  # every failure listed: a new name is a test it broke
+    # pytest counts each failed subtest in "N failed" and lists it as SUBFAILED(params): a whole
+    # listing still, and a new name in it is a test the fix broke (a fix was kept that broke one)
+    subtests = [f"SUBFAILED(args=({n}, Decimal('1.0'))) tests/test_m.py::test_repr" for n in range(3)]
+    before = reading.read_pytest("\n".join([*subtests, "FAILED tests/test_m.py::test_a - x", "4 failed"]), 1)
+    after = reading.read_pytest("FAILED tests/test_m.py::test_count - ValueError\n1 failed, 9 passed", 1)
+    assert before.failed == ("tests/test_m.py::test_repr", "tests/test_m.py::test_a")
+    assert after.breaks_more_than(before)
 
 
 def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:

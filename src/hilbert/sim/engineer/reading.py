@@ -10,7 +10,8 @@ import builtins
 import re
 from dataclasses import dataclass
 
-_NODE = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+?)(?: - .*)?$", re.MULTILINE)
+# a failure's line in pytest's summary; SUBFAILED(params): a failed subtest, counted in "N failed"
+_NODE = re.compile(r"^(?:FAILED|ERROR|SUBFAILED\(.*\)) (\S+::\S+?)(?: - .*)?$", re.MULTILINE)
 _COLLECT_ERROR = re.compile(r"^ERROR (\S+\.py)(?: - .*)?$", re.MULTILINE)
 _SUMMARY = re.compile(r"\b(\d+) (passed|failed|errors?)\b")
 _NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")
@@ -38,6 +39,7 @@ class TestReport:
     failed: tuple[str, ...]  # node ids, in report order
     output: str
     failed_count: int = 0  # as pytest's last line counts them (a cut output may not list them all)
+    listed_count: int = 0  # the failure lines of its summary (a test's failed subtests: one each)
 
     def breaks_more_than(self, before: TestReport) -> bool:
         """Whether this run fails more tests than `before`, or a test `before` did not. Names are
@@ -45,7 +47,7 @@ class TestReport:
         in the middle, and which names a cut leaves shifts as the failures above it come and go."""
         if self.failed_count > before.failed_count:
             return True
-        listed = len(self.failed) >= self.failed_count and len(before.failed) >= before.failed_count
+        listed = self.listed_count >= self.failed_count and before.listed_count >= before.failed_count
         return listed and bool(set(self.failed) - set(before.failed))
 
     def section(self, test_name: str) -> str:
@@ -59,8 +61,10 @@ class TestReport:
 
 
 def read_pytest(output: str, exit_code: int | None) -> TestReport:
-    failed = list(dict.fromkeys(_NODE.findall(output)))
-    failed += [path for path in _COLLECT_ERROR.findall(output) if path not in failed]
+    nodes = _NODE.findall(output)
+    failed = list(dict.fromkeys(nodes))
+    collect_errors = [path for path in _COLLECT_ERROR.findall(output) if path not in failed]
+    failed += collect_errors
     counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(output)}
     if exit_code is not None:
         passed = exit_code == 0
@@ -72,7 +76,8 @@ def read_pytest(output: str, exit_code: int | None) -> TestReport:
             and not counts.get("error")
         )
     failed_count = counts.get("failed", 0) + counts.get("error", 0)
-    return TestReport(passed=passed, failed=tuple(failed), output=output, failed_count=failed_count)
+    listed_count = len(nodes) + len(collect_errors)
+    return TestReport(passed, tuple(failed), output, failed_count, listed_count)
 
 
 def numbered_page(text: str) -> tuple[int, list[str], int | None] | None:
