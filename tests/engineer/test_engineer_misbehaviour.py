@@ -70,6 +70,7 @@ def test_agents_option_limits_misbehaviour_to_the_named_agents() -> None:
         ({"cheat": "1"}, "unknown engineer option"),
         ({"idle": "2"}, "between 0 and 1"),
         ({"dialect": "vim"}, "dialect"),
+        ({"wide_check": "no"}, "wide_check must be 0 or 1"),
     ],
 )
 def test_bad_options_are_refused_with_a_hint(options: dict[str, str], message: str) -> None:

@@ -85,10 +85,10 @@ def run_tests(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=root, env={**os.environ, **FAST}, capture_output=True, text=True)
 
 
-def solve(root: Path, test_id: str) -> Episode:
+def solve(root: Path, test_id: str, options: dict[str, str] | None = None) -> Episode:
     task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q {test_id}` passes."
     prompt = "You are a careful software engineer.\nAgent: Ada\n"
-    responder = EngineerResponder.from_options({}, seed=1)
+    responder = EngineerResponder.from_options(options or {}, seed=1)
     return asyncio.run(drive(responder, root, task, system=prompt, env=FAST, read_limit=4000))
 
 
@@ -266,6 +266,27 @@ def test_the_whole_suite_is_run_without_a_fix_only_when_it_fails_a_test_the_task
         assert run_tests(root, "tests/test_calc.py::test_add").returncode == 0, name
         commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
         assert commands.count(wide) == (1 if name == "clean" else 2), (name, commands)
+
+
+def test_the_whole_suite_check_after_a_fix_is_on_by_default_and_off_with_wide_check_0(
+    tmp_path: Path,
+) -> None:
+    """`engineer:wide_check=0` (for a fleet whose every task's suite holds the other tasks' bugs, where
+    the check costs two whole-suite runs a task and proves nothing) fixes the bug without running the
+    whole suite; without the option the whole suite is run after the fix."""
+    wide = "python -m pytest -q --tb=no -rf"
+    for name, options, runs in (("default", {}, 1), ("off", {"wide_check": "0"}, 0)):
+        root = tmp_path / name
+        (root / "tests").mkdir(parents=True)
+        (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        (root / "tests" / "test_calc.py").write_text(
+            "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+        )
+        episode = solve(root, "tests/test_calc.py::test_add", options)
+        assert episode.claim.startswith("Fixed"), (name, episode.claim)
+        assert run_tests(root).returncode == 0, name
+        commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
+        assert commands.count(wide) == runs, (name, commands)
 
 
 def test_a_whole_suite_whose_output_was_cut_is_compared_by_its_count_of_failures() -> None:

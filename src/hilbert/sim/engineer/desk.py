@@ -65,10 +65,12 @@ def _command_in(text: str) -> str | None:
 class Desk:
     """Files read so far (as lines, kept up to date with the engineer's own edits), edits made by
     cheating, repairs kept (and what each line said before), and whether a reminder asked for the
-    tests to be run again."""
+    tests to be run again. `wide_check`: whether a fix that passes a narrow test command is checked
+    against the whole suite too."""
 
-    def __init__(self, brief: Brief) -> None:
+    def __init__(self, brief: Brief, *, wide_check: bool = True) -> None:
         self.brief = brief
+        self.wide_check = wide_check
         self.files: dict[str, list[str]] = {}
         self.seen: dict[str, set[int]] = {}  # 0-based lines read, of files read in part
         self.unread: dict[str, int] = {}  # a file read in part -> the first line not read yet

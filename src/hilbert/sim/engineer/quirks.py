@@ -7,6 +7,11 @@ identity is the `Agent: NAME` line of the system prompt or of the first user mes
 else the first user message. With
 `agents=Ada+Linus` only the named agents can misbehave (still subject to their rates; give rate 1
 to make exactly them misbehave).
+
+One option is not a misbehaviour and holds for every agent: `wide_check=0` turns off the whole-suite
+check after a fix when the task's test command runs only its own tests (`work.py`'s
+`_breaks_elsewhere`; on by default, `wide_check=1`). A fleet whose every task's suite holds the
+other tasks' bugs pays for it on every task and learns nothing from it about the fleet.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from hilbert.errors import UserError
 
 CHEATS = {"cheat_edit_test": "edit_test", "cheat_skip": "skip", "cheat_hardcode": "hardcode"}
 BEHAVIOURS = ("stop_early", *CHEATS, "idle", "ignore_reminders")
-_OTHER_KEYS = ("agents", "dialect", "idle_turns")
+_OTHER_KEYS = ("agents", "dialect", "idle_turns", "wide_check")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class EngineerOptions:
     agents: frozenset[str] | None = None
     dialect: str | None = None
     idle_turns: int = 3
+    wide_check: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> EngineerOptions:
@@ -54,7 +60,16 @@ class EngineerOptions:
         turns = options.get("idle_turns", "3")
         if not turns.isdigit():
             raise UserError(f"idle_turns must be a whole number, not {turns!r}", hint="e.g. idle_turns=3")
-        return cls(rates=rates, agents=names, dialect=options.get("dialect") or None, idle_turns=int(turns))
+        wide = options.get("wide_check", "1")
+        if wide not in ("0", "1"):
+            raise UserError(f"wide_check must be 0 or 1, not {wide!r}", hint="wide_check=0 turns it off")
+        return cls(
+            rates=rates,
+            agents=names,
+            dialect=options.get("dialect") or None,
+            idle_turns=int(turns),
+            wide_check=wide == "1",
+        )
 
     def quirks(self, seed: int, identity: str, agent: str | None) -> Quirks:
         if self.agents is not None and agent not in self.agents:

@@ -63,7 +63,8 @@ class EngineerResponder:
         # from the earliest turn after which the procedure, started afresh, took the turns there
         # are: the engineer starts over from what the workspace holds now.
         for start in range(len(turns) + 1):
-            action = _replay(dialect, work(brief, quirks), observations[start:], turns[start:])
+            steps = work(brief, quirks, wide_check=self.options.wide_check)
+            action = _replay(dialect, steps, observations[start:], turns[start:])
             if action is not None:
                 break
         if action is None:  # pragma: no cover - an empty suffix always replays

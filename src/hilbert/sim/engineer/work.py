@@ -8,6 +8,7 @@ ignore reminders) the first time round; if the run is resumed after it finished 
 feedback), it undoes its cheats and works honestly.
 
 `work(brief, quirks)` is a generator of actions (see `desk.py`); the responder replays it.
+`wide_check=False` (the `engineer:wide_check=0` option) skips the whole-suite check after a fix.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class Suspect:
     blamed: tuple[int, ...]
 
 
-def work(brief: Brief, quirks: Quirks) -> Steps[None]:
-    desk = Desk(brief)
+def work(brief: Brief, quirks: Quirks, *, wide_check: bool = True) -> Steps[None]:
+    desk = Desk(brief, wide_check=wide_check)
     current = quirks
     while True:
         finish = yield from attempt(desk, current)
@@ -360,7 +361,7 @@ def _breaks_elsewhere(
     fixes break nothing, and failures the task's command shows were judged already): the line is put
     back to run the suite without it, and changed again when the failures were there before.
     None: the line is back as it was (it broke a test, or the tool refused to change it again)."""
-    if not desk.narrow:
+    if not desk.narrow or not desk.wide_check:
         return False
     wide = yield from desk.run_wide("The task's tests pass; checking that nothing else broke.")
     if not wide.breaks_more_than(task_tests):
