@@ -104,6 +104,19 @@ def test_the_checklist_is_short_stable_and_read_as_a_reminder_to_run_the_verify_
     assert Desk(Brief.from_task("Fix the dates (`make check`).", (text,))).verify_due == VERIFY
 
 
+def test_a_long_verify_command_is_restated_whole_and_a_test_id_is_not_taken_for_a_command() -> None:
+    """A verify naming many tests passed the items' 160 characters: it was cut inside its quotes, and
+    the simulated engineer ran the next quoted text, a test's id, as a command (exit 127)."""
+    tests = [f"tests/test_func.py::MRUDecoratorTest::test_decorator_{n}" for n in range(6)]
+    verify = "python -m pytest -q " + " ".join(tests)
+    items = [*acceptance_items("", verify), *(f"`{test}`" for test in tests)]
+    text = checklist("the regular reminder", verify, items)
+    assert text.splitlines()[1] == f"- [ ] `{verify}` passes", text
+    assert Desk(Brief.from_task("Fix it.", (text,))).verify_due == verify
+    cut = f"- [ ] `{verify[:150]}…\n- [ ] `{tests[0]}`\n- [ ] Run `{verify}` yourself."
+    assert Desk(Brief.from_task("Fix it.", ("Reminder\n" + cut,))).verify_due == verify
+
+
 def test_a_reminder_every_k_turns_counted_from_the_last_one() -> None:
     agent = Agent(quiet(every_k_turns=4))
     agent.turns_of(13, (READ, ToolOutcome("1\tdef parse_date(text):")))

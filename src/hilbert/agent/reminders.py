@@ -31,7 +31,7 @@ from hilbert.models.types import Message, ToolCall
 
 SHELL = "shell"
 EDIT_TOOLS = frozenset({"edit_file", "write_file"})
-MAX_ACCEPTANCE_ITEMS = 6  # the verify item included: with the header and the global list, 11 lines
+MAX_ITEMS = 6  # the verify item included: with the header and the global list, 11 lines
 MAX_ITEM_CHARS = 160
 GLOBAL_ITEMS = (
     "Read the code before you guess.",
@@ -73,8 +73,9 @@ def acceptance_items(description: str, verify: str) -> list[str]:
 
 def checklist(reason: str, verify: str, items: Sequence[str]) -> str:
     """The reminder's text: a header with the reason, then one `- [ ]` line per item (the task's
-    first, cut to `MAX_ACCEPTANCE_ITEMS`), then the global list."""
-    kept = [_clip(" ".join(item.split())) for item in items[:MAX_ACCEPTANCE_ITEMS]]
+    first, cut to `MAX_ITEMS`), then the global list."""
+    command = f"`{verify}` passes"  # whole: a command cut short cannot be run (and its quote not closed)
+    kept = [item if item == command else _clip(" ".join(item.split())) for item in items[:MAX_ITEMS]]
     general = [line.format(verify=verify) for line in GLOBAL_ITEMS]
     return "\n".join([f"Reminder (why: {reason})", *(f"- [ ] {line}" for line in [*kept, *general])])
 

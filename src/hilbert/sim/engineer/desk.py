@@ -59,7 +59,13 @@ def _names_tests(word: str, previous: str) -> bool:
 
 
 def _command_in(text: str) -> str | None:
-    return next((c for c in _BACKTICKED.findall(text) if "test" in c or "make" in c), None)
+    """The first quoted command that runs tests (not a test's id, which names a test, nor a command
+    cut short with `…`)."""
+    return next((c for c in _BACKTICKED.findall(text) if ("test" in c or "make" in c) and _runnable(c)), None)
+
+
+def _runnable(command: str) -> bool:
+    return "::" not in (command.split() or [""])[0] and not command.endswith("…")
 
 
 class Desk:
