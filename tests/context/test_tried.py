@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from hilbert.context.tried import MAX_TRIED, TRIED, TriedEdit, tried_edits, tried_note
+from hilbert.context.tried import MAX_NOTE_CHARS, MAX_TRIED, TRIED, TriedEdit, tried_edits, tried_note
 from hilbert.models.types import Message, ToolCall
 
 
@@ -29,11 +29,22 @@ def test_an_edit_reversed_later_with_other_context_is_tried_one_kept_or_refused_
     assert tried_note([]) == ""
 
 
-def test_the_note_lists_the_latest_tries_and_counts_the_rest() -> None:
+def test_the_note_lists_the_latest_tries_within_its_size_and_counts_the_rest() -> None:
     edits = [TriedEdit("m.py", f"n = {i}", f"n = {i + 1}") for i in range(MAX_TRIED + 5)]
     lines = tried_note(edits).splitlines()
-    assert lines[1] == "- m.py: `n = 5` -> `n = 6`" and lines[-1] == "(and 5 earlier ones)"
+    assert lines[1] == "- m.py: `n = 5` -> `n = 6`" and lines[-1] == "(and 5 more not listed)"
     assert len(lines) == MAX_TRIED + 2
+    # an edit that took in a 300-line block keeps its two nearest lines on each side; the note is capped
+    b = "\n".join(f"    line_{n} = {n}" for n in range(300))
+    big = [edit(f"{n}", f"{b}\n    x = {n}\n{b}", f"{b}\n    x = {n + 1}\n{b}") for n in range(60)]
+    undo = [edit(f"u{n}", f"    x = {n + 1}", f"    x = {n}") for n in range(60)]
+    tried = tried_edits([m for pair in zip(big, undo, strict=True) for m in pair])
+    assert len(tried) == 60 and tried[0].above == "line_298 = 298 ⏎ line_299 = 299", tried[0]
+    assert len(tried_note(tried)) <= MAX_NOTE_CHARS + 40
+    # an edit made again after it was undone (and kept) was not given up
+    again = [edit("a", "y = 1", "y = 2"), edit("b", "y = 2", "y = 1"), edit("c", "y = 1", "y = 2")]
+    assert tried_edits(again) == []
+    assert tried_note([TriedEdit("m.py", "s = `x`", "s = `y`")]) == ""  # a backtick cannot be quoted
 
 
 def test_of_two_equal_lines_the_one_tried_is_told_apart_by_the_lines_its_edit_took_in() -> None:

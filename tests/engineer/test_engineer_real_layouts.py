@@ -313,6 +313,8 @@ def test_a_whole_suite_whose_output_was_cut_is_compared_by_its_count_of_failures
     after = reading.read_pytest("FAILED tests/test_m.py::test_count - ValueError\n1 failed, 9 passed", 1)
     assert before.failed == ("tests/test_m.py::test_repr", "tests/test_m.py::test_a")
     assert after.breaks_more_than(before)
+    labelled = "SUBFAILED[label] (i=0) t.py::T::test_a - x\nSUBFAILED[only msg] t.py::T::test_b\n2 failed"
+    assert reading.read_pytest(labelled, 1).listed_count == 2  # pytest 9's forms with a subTest message
 
 
 def test_an_edit_refused_only_in_words_is_taken_as_refused() -> None:

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from hilbert.models.types import Message
 
 TRIED = (
-    "Edits an earlier attempt made and put back (the tests still failed with each; do not try them again):"
+    "Edits an earlier attempt made and then undid (its own record, information only: with each alone the"
+    " tests it ran did not pass; trying one again alone is unlikely to help):"
 )
 MAX_TRIED = 60  # the latest ones listed
+MAX_NOTE_CHARS = 6_000  # the whole note: the oldest edits are left out first
+CONTEXT_LINES = 2  # of the lines an edit took in around its change, the nearest on each side
 MAX_LINE_CHARS = 200
 
 
@@ -34,13 +37,16 @@ class TriedEdit:
     path: str
     before: str  # the first line the edit changed, as it was (whitespace collapsed)
     after: str  # ... and as the edit made it
-    above: str = ""  # the lines the edit's text held above it, as they were (NEXT_LINE between)
+    above: str = ""  # the nearest lines the edit's text held above it, as they were (NEXT_LINE between)
     below: str = ""  # ... and below it
 
     def line(self) -> str:
         where = f" after `{self.above}`" if self.above else ""
         where += f" before `{self.below}`" if self.below else ""
         return f"- {self.path}: `{self.before}` -> `{self.after}`{where}"
+
+    def same_change(self, other: TriedEdit) -> bool:
+        return (self.path, self.before, self.after) == (other.path, other.before, other.after)
 
     def undoes(self, other: TriedEdit) -> bool:
         return (self.path, self.before, self.after) == (other.path, other.after, other.before)
@@ -63,6 +69,7 @@ def tried_edits(messages: Sequence[Message]) -> list[TriedEdit]:
             reversed_ = next((made_ for made_ in reversed(made) if edit.undoes(made_)), None)
             if reversed_ is None:
                 made.append(edit)
+                undone = [e for e in undone if not e.same_change(edit)]  # made again: not given up
                 continue
             made.remove(reversed_)
             if reversed_ not in undone:
@@ -74,9 +81,16 @@ def tried_note(edits: Sequence[TriedEdit]) -> str:
     """The paragraph for the next attempt ("" when nothing was tried and put back)."""
     if not edits:
         return ""
-    shown = edits[-MAX_TRIED:]
-    more = f"\n(and {len(edits) - len(shown)} earlier ones)" if len(edits) > len(shown) else ""
-    return "\n".join([TRIED, *(edit.line() for edit in shown)]) + more
+    lines: list[str] = []
+    for edit in reversed(edits[-MAX_TRIED:]):  # the latest first, while they fit
+        line = edit.line()
+        if "`" in "".join((edit.before, edit.after, edit.above, edit.below)):
+            continue  # code with a backtick cannot be quoted in this line's form
+        if len(TRIED) + sum(len(x) + 1 for x in lines) + len(line) > MAX_NOTE_CHARS:
+            break
+        lines.insert(0, line)
+    more = f"\n(and {len(edits) - len(lines)} more not listed)" if len(edits) > len(lines) else ""
+    return "\n".join([TRIED, *lines]) + more if lines else ""
 
 
 def _first_change(path: str, old: str, new: str) -> TriedEdit:
@@ -84,8 +98,8 @@ def _first_change(path: str, old: str, new: str) -> TriedEdit:
     if len(before) == len(after):
         first = next((i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a), None)
         if first is not None:
-            above = NEXT_LINE.join(_flat(line) for line in before[:first])
-            below = NEXT_LINE.join(_flat(line) for line in before[first + 1 :])
+            above = NEXT_LINE.join(_flat(line) for line in before[max(first - CONTEXT_LINES, 0) : first])
+            below = NEXT_LINE.join(_flat(line) for line in before[first + 1 : first + 1 + CONTEXT_LINES])
             return TriedEdit(path, _flat(before[first]), _flat(after[first]), above, below)
     return TriedEdit(path, _flat(old), _flat(new))
 

@@ -132,7 +132,8 @@ class Attempts:
             history = resumed_from
         result = await self.loop(task, name, spec_for(ctx, task, name), tools, gate, checkout, inbox, history)
         reason = result.reason
-        if result.status != "finished":  # the next attempt is told which edits were tried and put back
+        stopped = result.cause in ("person", "cost_cap", "budget", "impossible")  # no retry follows
+        if result.status != "finished" and not stopped:  # the next attempt: which edits were undone
             tried = tried_note(tried_on(ctx, task))
             reason += f"\n{tried}" if tried else ""
         return AttemptOutcome(result.status, result.cause, reason)
@@ -273,9 +274,11 @@ class Attempts:
 
 
 def tried_on(ctx: RunContext, task: Task) -> list[TriedEdit]:
-    """The edits hilbert's loop tried on `task` and put back, in all its attempts so far."""
+    """The edits hilbert's loop tried on `task` and put back, in all its attempts so far (not those of
+    an attempt that read a peer's message: a peer must not steer a fresh attempt through the list)."""
     found: list[TriedEdit] = []
-    for worker in [w for w, attempt in ctx.state.attempts.items() if attempt.task == task.id]:
+    attempts = ctx.state.attempts.items()
+    for worker in [w for w, attempt in attempts if attempt.task == task.id and not attempt.tainted_at]:
         found += [e for e in tried_edits(every_turn(ctx.store, ctx.run, worker)) if e not in found]
     return found
 

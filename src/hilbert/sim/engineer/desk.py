@@ -105,6 +105,8 @@ class Desk:
         """Whether an earlier attempt replaced line `index` of `path` (as known) with `new_line` and
         put it back: the same change of a line with the same lines around it, as far as its edit
         took them in."""
+        if not self.tried:
+            return False
         lines = [" ".join(line.split()) for line in self.files.get(path, [])]
         change = (path, lines[index] if index < len(lines) else None, " ".join(new_line.split()))
         for edit in self.tried:

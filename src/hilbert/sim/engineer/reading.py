@@ -10,8 +10,8 @@ import builtins
 import re
 from dataclasses import dataclass
 
-# a failure's line in pytest's summary; SUBFAILED(params): a failed subtest, counted in "N failed"
-_NODE = re.compile(r"^(?:FAILED|ERROR|SUBFAILED\(.*\)) (\S+::\S+?)(?: - .*)?$", re.MULTILINE)
+# a failure's line in pytest's summary; SUBFAILED[msg] (params): a failed subtest, counted in "N failed"
+_NODE = re.compile(r"^(?:FAILED|ERROR|SUBFAILED(?:\[.*?\])?(?: ?\(.*\))?) (\S+::\S+?)(?: - .*)?$", re.M)
 _COLLECT_ERROR = re.compile(r"^ERROR (\S+\.py)(?: - .*)?$", re.MULTILINE)
 _SUMMARY = re.compile(r"\b(\d+) (passed|failed|errors?)\b")
 _NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")

@@ -184,7 +184,8 @@ def _target(
     test_id: str, lines: list[str], names: dict[str, str], modules: tuple[str, ...], files: set[str]
 ) -> tuple[str, str] | None:
     """(module file, function) that a test calls, or None when either is unknown."""
-    outside = {name for name, module in names.items() if _locate(module, files) is None}
+    located = {name for name, module in names.items() if _locate(module, files) is not None}
+    outside = set(names) - located if located or modules else set()  # a layout not understood: none
     function = _function_of(test_id, lines, names, outside)
     module = _locate(names[function], files) if function in names else None
     if function and module is None and len(modules) == 1:
