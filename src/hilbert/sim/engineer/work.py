@@ -253,6 +253,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     suspect's file.
     Return the suite's report once one fixes the test without breaking another, or None."""
     tries, done = 0, set[tuple[str, int]]()
+    later: list[tuple[str, Candidate]] = []  # the edits an earlier attempt made and undid
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
     if suspect.path:
@@ -287,13 +288,18 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             blamed = suspect.blamed if path == suspect.path else ()
             for candidate in candidates(lines, todo, blamed, desk.originals.get(path)):
                 if desk.tried_before(path, candidate.index, candidate.line):
-                    continue  # an earlier attempt made this edit and put it back
+                    later.append((path, candidate))  # an earlier attempt made and undid it: last
+                    continue
                 if tries >= MAX_TRIES:
                     return None
                 tries += 1
                 fixed = yield from _try(desk, suspect, before, path, candidate)
                 if fixed is not None:
                     return fixed
+    for path, candidate in later[: max(MAX_TRIES - tries, 0)]:  # alone it failed then; with the
+        fixed = yield from _try(desk, suspect, before, path, candidate)  # code as it is now, maybe not
+        if fixed is not None:
+            return fixed
     return None
 
 
