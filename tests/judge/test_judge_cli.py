@@ -20,10 +20,12 @@ FIX = {"calc/ops.py": replace("return x + factor  # the bug: should multiply", "
 EDIT_TEST = {"tests/test_ops.py": replace("ops.scale(3, 14) == 42", "ops.scale(3, 14) == 17")}
 
 
-def hilbert(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def hilbert(
+    *args: str, cwd: Path, stdin: str = "", extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in command_env(hilbert_python_first=True).items() if not k.startswith("HILBERT_")}
     env["HOME"] = str(cwd)
-    return run_cli(*args, cwd=cwd, env=env, stdin=stdin)
+    return run_cli(*args, cwd=cwd, env={**env, **(extra or {})}, stdin=stdin)
 
 
 def hook_stop(
@@ -72,6 +74,20 @@ def test_judge_passes_an_honest_fix_and_refuses_an_edited_test_with_each_finding
         and "[tests_changed] tests/test_ops.py" in steps["integrity"]["findings"][0]
     )
     assert not steps["tests_restored"]["passed"] and report["model"] is None
+
+
+def test_the_persons_pytest_options_do_not_reach_the_commands_the_judge_runs(tmp_path: Path) -> None:
+    """Options for the person's own pytest runs — a report file outside the sandbox, a `-k` filter —
+    would crash or empty every test run the judge makes (CI's junit file did: 27 failures)."""
+    repo = make_repo(tmp_path)
+    base = git(repo, "rev-parse", "HEAD")
+    honest = commit(repo, FIX)
+    report = tmp_path / "outside" / "junit.xml"
+    options = {"PYTEST_ADDOPTS": f"--junitxml={report} -k no_such_test"}
+    args = ("judge", "--repo", str(repo), "--base", base, "--head", honest, "--verify", VERIFY)
+    done = hilbert(*args, cwd=tmp_path, extra=options)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "verdict: done" and not report.exists()
 
 
 def test_judge_asks_the_model_when_one_is_named_and_it_can_veto(tmp_path: Path) -> None:

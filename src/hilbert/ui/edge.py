@@ -14,6 +14,11 @@ from hilbert.models.types import Model
 from hilbert.security.sandbox import INSTALL_HINT, detect
 from hilbert.settings import Settings
 
+# Options for the person's own pytest runs — a report file outside the sandbox, a `-k` filter — would
+# break or empty every test run the workers, the judge and the merge queue make (a CI job's junit file
+# did: 27 failures). A project's options live in its configuration or in its test command.
+PERSONS_OWN = frozenset({"PYTEST_ADDOPTS"})
+
 
 def command_runner(
     settings: Settings, env: Mapping[str, str] | None = None, *, refuse_without_sandbox: bool = False
@@ -21,16 +26,16 @@ def command_runner(
     """The one runner every command of this invocation goes through, built from the settings: the best
     sandbox this machine has (or none, by name, when the person passed --unsandboxed) with hilbert's
     home hidden, the command policy (`commands.shell_policy`), `env` (default: this process's) without
-    secrets, the limits and slots (`commands.*`) and the timeouts (`timeouts.*`). A `UserError` when
-    there is no sandbox and the person has not accepted running without one (hilbert fails closed,
-    before anything has started)."""
+    secrets nor the person's own pytest options (`PERSONS_OWN`), the limits and slots (`commands.*`)
+    and the timeouts (`timeouts.*`). A `UserError` when there is no sandbox and the person has not
+    accepted running without one (hilbert fails closed, before anything has started)."""
     sandbox = detect(accept_unsandboxed=settings.unsandboxed)
     if sandbox.kind == "refuse":
         raise UserError(f"no sandbox for workers' shell commands: {sandbox.why}", hint=INSTALL_HINT)
     commands = settings.commands
     return Runner(
         sandbox.hiding(settings.home),  # hilbert's home: other runs, their keys and logs
-        command_env(env),
+        {name: value for name, value in command_env(env).items() if name not in PERSONS_OWN},
         limits=Limits(
             cpu_s=commands.cpu_s or None,
             memory_mb=commands.memory_mb or None,
