@@ -80,7 +80,9 @@ def test_an_answer_that_differs_from_the_best_on_the_harness_input_is_found(tmp_
     tried, twin, beside = asyncio.run(measurer.compare((table, same, best), 3, "try-1"))
     assert len(set(beside.seeds)) == 3 and tried.seeds == beside.seeds  # a fresh seed per round, shared
     found = answer_differs(tried, beside)
-    assert found.startswith(f"answer_differs: on the harness's input (seed {beside.seeds[0]})"), found
+    # the first seed the table answers wrongly (a seed that is a multiple of 97 it answers right: 0)
+    first = next(seed for seed in beside.seeds if seed % 97 != {7: 7}.get(seed, 0))
+    assert found.startswith(f"answer_differs: on the harness's input (seed {first})"), found
     assert "where the best answered 'sum" in found
     assert answer_differs(twin, beside) == ""
     assert answer_of("pairs 12\n0.25\n") == "pairs 12" and answer_of("0.5\n") == ""
