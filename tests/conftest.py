@@ -9,11 +9,19 @@ every test may name them (`FakeServer("engineer")`, `FakeServer("judge")`) whate
 Its third: every test gets a hilbert home of its own (`HILBERT_HOME`, inherited by the processes it
 starts), so nothing a test runs writes the person's `~/.hilbert` — the governor's shared file, runs,
 a climb's results — nor finds another test's governor state there. A test that sets its own
-`HILBERT_HOME` (most CLI tests: a home beside their repository) overrides it."""
+`HILBERT_HOME` (most CLI tests: a home beside their repository) overrides it.
+
+Its fourth: options given to this pytest through `PYTEST_ADDOPTS` (a CI job's report file, a `-k`)
+are for this run only; pytest has read them by now, and the projects' test runs that the tests start
+do not inherit them."""
+
+import os
 
 import pytest
 
 import hilbert.sim  # noqa: F401
+
+os.environ.pop("PYTEST_ADDOPTS", None)
 
 
 @pytest.fixture(autouse=True)

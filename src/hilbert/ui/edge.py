@@ -16,8 +16,19 @@ from hilbert.settings import Settings
 
 # Options for the person's own pytest runs — a report file outside the sandbox, a `-k` filter — would
 # break or empty every test run the workers, the judge and the merge queue make (a CI job's junit file
-# did: 27 failures). A project's options live in its configuration or in its test command.
-PERSONS_OWN = frozenset({"PYTEST_ADDOPTS"})
+# did: 27 failures). A project's options live in its configuration or in its test command. Beside it,
+# what a pytest that runs hilbert sets for its own tests (a conftest may name ports or databases by
+# the xdist worker), which each pytest the commands start sets afresh.
+PERSONS_OWN = frozenset(
+    {
+        "PYTEST_ADDOPTS",
+        "PYTEST_CURRENT_TEST",
+        "PYTEST_VERSION",
+        "PYTEST_XDIST_WORKER",
+        "PYTEST_XDIST_WORKER_COUNT",
+        "PYTEST_XDIST_TESTRUNUID",
+    }
+)
 
 
 def command_runner(
