@@ -399,3 +399,125 @@ def test_a_unittest_tests_traceback_blames_the_raise_and_its_conditions_come_fir
     assert episode.claim.startswith("Fixed") and run_tests(tmp_path).returncode == 0, episode.claim
     tries = [e["new"] for e in tool_arguments(episode.messages, "edit_file")]
     assert len(tries) <= 8 and not any("offset_" in t for t in tries), tries
+
+
+MEMO = {
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["src"]\n',
+    "src/memo/__init__.py": (
+        "from memo._wrappers import wrap\n\n\n"
+        "class Store:\n"
+        "    def __init__(self, size):\n"
+        "        self.size = size\n"
+        "        self.data = {}\n"
+        "        self.reads = self.writes = self.total = 0\n\n"
+        "    def get(self, key, default=None):\n"
+        "        self.reads = self.reads + 1\n"
+        "        if self.reads > 1000000:\n"
+        "            self.reads = 0\n"
+        "        found = self.data.get(key, default)\n"
+        "        self.last = found if found is not None else default\n"
+        "        return found\n\n"
+        "    def put(self, key, value):\n"
+        "        while len(self.data) >= self.size > 0:\n"
+        "            self.data.pop(next(iter(self.data)))\n"
+        "        self.writes = self.writes + 1\n"
+        "        self.total = self.total + len(str(key)) * 1\n"
+        "        if self.total > 1000000 or self.writes < 0:\n"
+        "            self.total = self.writes = 0\n"
+        "        self.data[key] = value\n\n\n"
+        "def memoize(size=8):\n"
+        "    def decorator(func):\n"
+        "        return wrap(func, Store(size))\n\n"
+        "    return decorator\n"
+    ),
+    "src/memo/_wrappers.py": (
+        "def wrap(func, store):\n"
+        "    counts = [0, 0]\n\n"
+        "    def wrapper(key):\n"
+        "        value = store.get(key)\n"
+        "        if value is None:\n"
+        "            counts[1] += 1\n"
+        "            value = func(key)\n"
+        "            store.put(key, value)\n"
+        "        else:\n"
+        "            counts[0] += 1\n"
+        "        return value\n\n"
+        "    wrapper.info = lambda: tuple(counts)\n"
+        "    return wrapper\n"
+    ),
+    "tests/test_memo.py": (
+        "from memo import memoize\n\n\n"
+        "@memoize(size=4)\n"
+        "def square(x):\n"
+        "    return x * x\n\n\n"
+        "def test_info():\n"
+        "    assert square(3) == 9 and square(3) == 9\n"
+        "    assert square.info() == (1, 1)\n"
+    ),
+}
+
+
+def test_the_lines_a_traced_test_ran_are_tried_as_it_called_them_not_file_by_file(tmp_path: Path) -> None:
+    """The test calls what a decorator from one module returned, and the bug is there, in a module the
+    package imports; the decorator's own module runs many lines of bookkeeping a level further
+    down. Tried file by file, those come first and the attempt's turns run out; stepping into calls,
+    the function the test called comes first."""
+    for name, text in MEMO.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    wrappers = tmp_path / "src/memo/_wrappers.py"
+    wrappers.write_text(wrappers.read_text().replace("counts[0] += 1", "counts[0] += 2"))
+    assert run_tests(tmp_path).returncode == 1
+    task = "Task T1: Fix tests/test_memo.py::test_info\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
+    assert episode.claim.startswith("Fixed") and "_wrappers.py" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    edits = tool_arguments(episode.messages, "edit_file")
+    assert len(edits) <= 30 and not any("self." in e["old"] for e in edits), edits  # `Store`: untried
+
+
+CONFIG_LINES = "".join(f"        self.k{n} = options.get('k{n}', {n}) * 2 + {n % 5}\n" for n in range(36))
+ENGINE = {
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["src"]\n',
+    "src/eng/__init__.py": "",
+    "src/eng/config.py": (
+        "class Config:\n    def __init__(self, options):\n        self.rate = options.get('rate', 1)\n"
+        + CONFIG_LINES
+    ),
+    "src/eng/engine.py": (
+        "def run(config, values):\n"
+        "    return sum(_adjust(value, config.rate) for value in values)\n\n\n"
+        "def _adjust(value, rate):\n"
+        "    return _bound(value * rate, 0)\n\n\n"
+        "def _bound(x, lo):\n"
+        "    return x if x > lo else lo\n"
+    ),
+    "tests/test_engine.py": (
+        "from eng import engine\nfrom eng.config import Config\n\n\n"
+        "def test_run():\n    assert engine.run(Config({'rate': 3}), [1, 2, 3]) == 18\n"
+    ),
+}
+
+
+def test_what_ran_below_the_suspected_function_is_tried_before_a_big_call_the_test_made_itself(
+    tmp_path: Path,
+) -> None:
+    """The test builds a `Config` (many lines, one call below the test) and calls `run`, whose bug is
+    two calls further down: what ran below the suspect comes before what the test called itself."""
+    for name, text in ENGINE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    engine = tmp_path / "src/eng/engine.py"
+    engine.write_text(engine.read_text().replace("x if x > lo", "x if x < lo"))
+    assert run_tests(tmp_path).returncode == 1
+    task = "Task T1: Fix tests/test_engine.py::test_run\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
+    assert episode.claim.startswith("Fixed") and "src/eng/engine.py" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    edits = tool_arguments(episode.messages, "edit_file")
+    assert len(edits) <= 20, edits  # 13: `run`, `_adjust`, then `_bound`
+    assert not any(e["path"] == "src/eng/config.py" for e in edits), edits

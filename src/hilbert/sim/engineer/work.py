@@ -240,17 +240,19 @@ def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
     return lines
 
 
-def trace(desk: Desk, test_id: str) -> Steps[tuple[dict[str, set[int]], dict[str, set[int]]]]:
-    why = f"Tracing which lines {test_id} runs, to look where it goes wrong."
-    observation = yield from desk.ask(Run(trace_command(test_id), why=why))
+def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[dict[str, dict[int, int]], dict[str, set[int]]]]:
+    why = f"Tracing which lines {suspect.test_id} runs, to look where it goes wrong."
+    within = (suspect.path, suspect.function) if suspect.path and suspect.function else None
+    observation = yield from desk.ask(Run(trace_command(suspect.test_id, within), why=why))
     return executed_lines(observation.text)
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
     """Try candidate repairs, most likely first: the suspect function's lines, then those of the
     functions it calls in its file; then (after tracing the test) the other lines the test ran
-    inside functions, its file first, then those that ran as modules loaded; then the rest of the
-    suspect's file.
+    inside functions, stepping into calls (what ran below the suspect, a call deeper at a time, then
+    below the test; at each depth the suspect's file first), then those that ran as modules loaded;
+    then the rest of the suspect's file.
     Return the suite's report once one fixes the test without breaking another, or None."""
     tries, done = 0, set[tuple[str, int]]()
     later: list[tuple[str, Candidate]] = []  # the edits an earlier attempt made and undid
@@ -268,9 +270,15 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         stages = [[(suspect.path, inside), (suspect.path, callees)], None, [(suspect.path, rest)]]
     for regions in stages:
         if regions is None:
-            executed, loaded = yield from trace(desk, suspect.test_id)
+            executed, loaded = yield from trace(desk, suspect)
             first = sorted(executed, key=lambda path: path != suspect.path)
-            regions = [(path, sorted(executed[path])) for path in first]
+            ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
+            regions = [  # below the suspect, then below the test, a call at a time: stepping in
+                (path, sorted(i for i, at in executed[path].items() if at == rank))
+                for rank in ranks
+                for path in first
+                if rank in executed[path].values()
+            ]
             regions += [
                 (path, sorted(loaded[path])) for path in sorted(loaded, key=lambda p: p != suspect.path)
             ]
