@@ -146,9 +146,10 @@ def test_a_test_in_a_long_class_and_a_function_deep_in_a_long_module_are_read_in
     # one first page (the imports) and two windows; the class alone is 19,000 characters
     assert _read_chars(episode, "tests/test_long.py") < 7_000, reads
     assert _read_chars(episode, "src/shapes/deep.py") < 3_000, reads
-    # each candidate's re-run of the test asks for pass or fail in a line, not a traceback per try
+    # each candidate's re-run of the test asks for pass or fail and the line it failed at (a short
+    # traceback), not a whole traceback per try
     reruns = [c["command"] for c in tool_arguments(episode.messages, "shell") if " -x " in c["command"]]
-    assert reruns and all("--tb=line" in c for c in reruns), reruns
+    assert reruns and all("--tb=short" in c for c in reruns), reruns
 
 
 def test_a_mixin_test_is_found_in_its_base_class_and_the_class_attribute_names_the_function(
@@ -521,3 +522,43 @@ def test_what_ran_below_the_suspected_function_is_tried_before_a_big_call_the_te
     edits = tool_arguments(episode.messages, "edit_file")
     assert len(edits) <= 20, edits  # 13: `run`, `_adjust`, then `_bound`
     assert not any(e["path"] == "src/eng/config.py" for e in edits), edits
+
+
+STEPS = {
+    "assert": (
+        "from window import window\n\n\n"
+        "def test_window():\n"
+        "    assert window([1, 2, 3], 2)[0] == [2, 3]\n"
+        "    assert window([5], 3)[1] == 5\n"
+    ),
+    "unittest": (  # its assertions fail in `unittest`: the test's own line is the last frame in its file
+        "import unittest\n\nfrom window import window\n\n\n"
+        "class WindowTest(unittest.TestCase):\n"
+        "    def test_window(self):\n"
+        "        self.assertEqual(window([1, 2, 3], 2)[0], [2, 3])\n"
+        "        self.assertEqual(window([5], 3)[1], 5)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("style", sorted(STEPS))
+def test_an_edit_that_gets_a_test_further_is_a_step_forward(tmp_path: Path, style: str) -> None:
+    """The test runs into two bugs, one assertion after the other, so no one-token edit makes it pass:
+    an edit after which it fails at a later line of its own (and nothing else breaks) is kept, and
+    the next fixes the second bug."""
+    (tmp_path / "window.py").write_text(
+        "def window(values, size):\n"
+        "    kept = []\n"
+        "    for value in values:\n"
+        "        kept.append(value * 1)\n"
+        "        if len(kept) >= size:\n"
+        "            kept.pop(0)\n"
+        "    return kept, sum(kept[1:])\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_window.py").write_text(STEPS[style])
+    responder = EngineerResponder.from_options({}, seed=1)
+    task = "The tests fail (`python -m pytest -q`). Make them pass."
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST))
+    assert episode.claim.startswith("Fixed") and episode.claim.count("`window`") == 2, episode.claim
+    assert run_tests(tmp_path).returncode == 0

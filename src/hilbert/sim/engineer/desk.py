@@ -228,6 +228,8 @@ class Desk:
         return read_pytest(observation.text, observation.exit_code)
 
     def run_one(self, test_id: str) -> Steps[TestReport]:
-        command = self.pytest(f"-x --tb=line {shlex.quote(test_id)}")  # pass or not: one line
+        """`test_id` alone: pass or not, and where in its file it failed (a short traceback: one line
+        per frame; `--tb=line` names where the exception rose, for unittest in `unittest`)."""
+        command = self.pytest(f"-x --tb=short {shlex.quote(test_id)}")
         observation = yield from self.ask(Run(command, why=f"Re-running {test_id}."))
         return read_pytest(observation.text, observation.exit_code)

@@ -283,6 +283,13 @@ def blamed_lines(section: str, path: str) -> list[int]:
     return [int(line) - 1 for frame, line in _FRAME.findall(section) if clean_path(frame) == path]
 
 
+def failed_at(output: str, path: str) -> int | None:
+    """The 0-based line of `path` where a test failed, as its traceback names the frames: the last
+    one in `path` (the test's own line, or a helper's in its file)."""
+    found = re.findall(rf"(?:^|/){re.escape(path)}:(\d+): ", output, re.MULTILINE)
+    return int(found[-1]) - 1 if found else None
+
+
 def assert_line(test_lines: list[str], span: tuple[int, int]) -> int | None:
     """0-based index of the first `assert` line of a test."""
     for index in range(span[0] + 1, span[1]):

@@ -28,6 +28,7 @@ from hilbert.sim.engineer.reading import (
     class_of,
     defining_file,
     definition_span,
+    failed_at,
     grep_hits,
     imported_names,
     is_test_path,
@@ -253,8 +254,10 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     inside functions, stepping into calls (what ran below the suspect, a call deeper at a time, then
     below the test; at each depth the suspect's file first), then those that ran as modules loaded;
     then the rest of the suspect's file.
-    Return the suite's report once one fixes the test without breaking another, or None."""
+    Return the suite's report once one fixes the test without breaking another, or gets it further
+    (it fails at a later line of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
+    reached: int | None = None  # the line of the test it fails at, before any edit
     later: list[tuple[str, Candidate]] = []  # the edits an earlier attempt made and undid
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
@@ -300,12 +303,16 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                     continue
                 if tries >= MAX_TRIES:
                     return None
+                if tries == 0:
+                    reached = yield from _reached(desk, suspect)
                 tries += 1
-                fixed = yield from _try(desk, suspect, before, path, candidate)
+                fixed = yield from _try(desk, suspect, before, path, candidate, reached)
                 if fixed is not None:
                     return fixed
+    if later and tries == 0:
+        reached = yield from _reached(desk, suspect)
     for path, candidate in later[: max(MAX_TRIES - tries, 0)]:  # alone it failed then; with the
-        fixed = yield from _try(desk, suspect, before, path, candidate)  # code as it is now, maybe not
+        fixed = yield from _try(desk, suspect, before, path, candidate, reached)  # code now, maybe not
         if fixed is not None:
             return fixed
     return None
@@ -322,8 +329,22 @@ def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
     return inside, sorted(callees - set(inside))
 
 
+def _reached(desk: Desk, suspect: Suspect) -> Steps[int | None]:
+    """The 0-based line of its own file that the suspect's test fails at (None: nowhere in its file,
+    or it passes): as its traceback says, else run alone."""
+    if suspect.section:
+        return failed_at(suspect.section, suspect.test_path)
+    ran = yield from desk.run_one(suspect.test_id)
+    return None if ran.passed else failed_at(ran.output, suspect.test_path)
+
+
 def _try(
-    desk: Desk, suspect: Suspect, before: TestReport, path: str, candidate: Candidate
+    desk: Desk,
+    suspect: Suspect,
+    before: TestReport,
+    path: str,
+    candidate: Candidate,
+    reached: int | None = None,
 ) -> Steps[TestReport | None]:
     lines = desk.files.get(path)
     if lines is None or candidate.index >= len(lines):
@@ -334,8 +355,11 @@ def _try(
     if not (yield from _replace_line(desk, path, candidate.index, candidate.line, why)):
         return None
     single = yield from desk.run_one(suspect.test_id)
-    if single.passed:
-        full = yield from desk.run_suite(why="That test passes now; running the whole suite.")
+    now = None if single.passed else failed_at(single.output, suspect.test_path)
+    further = reached is not None and now is not None and now > reached
+    if single.passed or further:
+        why = "That test passes now" if single.passed else "That test gets further now"
+        full = yield from desk.run_suite(why=f"{why}; running the whole suite.")
         breaks: bool | None = full.breaks_more_than(before)
         if not breaks:
             change_at = (path, candidate.index, before_line, candidate.line)
