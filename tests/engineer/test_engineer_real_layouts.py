@@ -402,6 +402,23 @@ def test_a_unittest_tests_traceback_blames_the_raise_and_its_conditions_come_fir
     assert len(tries) <= 8 and not any("offset_" in t for t in tries), tries
 
 
+def solve_in_one_attempt(
+    root: Path, files: dict[str, str], bug: tuple[str, str, str], test_id: str
+) -> Episode:
+    """`files` written under `root` with `bug` (path, text, its replacement) in, then the engineer on
+    the failing `test_id` within an attempt's 60 replies."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    path, old, new = bug
+    (root / path).write_text((root / path).read_text().replace(old, new))
+    assert run_tests(root).returncode == 1
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    return asyncio.run(drive(responder, root, task, system=prompt, env=FAST, max_replies=60))
+
+
 MEMO = {
     "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["src"]\n',
     "src/memo/__init__.py": (
@@ -463,16 +480,8 @@ def test_the_lines_a_traced_test_ran_are_tried_as_it_called_them_not_file_by_fil
     package imports; the decorator's own module runs many lines of bookkeeping a level further
     down. Tried file by file, those come first and the attempt's turns run out; stepping into calls,
     the function the test called comes first."""
-    for name, text in MEMO.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    wrappers = tmp_path / "src/memo/_wrappers.py"
-    wrappers.write_text(wrappers.read_text().replace("counts[0] += 1", "counts[0] += 2"))
-    assert run_tests(tmp_path).returncode == 1
-    task = "Task T1: Fix tests/test_memo.py::test_info\nThe task is done when `python -m pytest -q` passes."
-    responder = EngineerResponder.from_options({}, seed=1)
-    prompt = "You are a careful software engineer.\nAgent: Ada\n"
-    episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
+    bug = ("src/memo/_wrappers.py", "counts[0] += 1", "counts[0] += 2")
+    episode = solve_in_one_attempt(tmp_path, MEMO, bug, "tests/test_memo.py::test_info")
     assert episode.claim.startswith("Fixed") and "_wrappers.py" in episode.claim, episode.claim
     assert run_tests(tmp_path).returncode == 0
     edits = tool_arguments(episode.messages, "edit_file")
@@ -507,16 +516,8 @@ def test_what_ran_below_the_suspected_function_is_tried_before_a_big_call_the_te
 ) -> None:
     """The test builds a `Config` (many lines, one call below the test) and calls `run`, whose bug is
     two calls further down: what ran below the suspect comes before what the test called itself."""
-    for name, text in ENGINE.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    engine = tmp_path / "src/eng/engine.py"
-    engine.write_text(engine.read_text().replace("x if x > lo", "x if x < lo"))
-    assert run_tests(tmp_path).returncode == 1
-    task = "Task T1: Fix tests/test_engine.py::test_run\nThe task is done when `python -m pytest -q` passes."
-    responder = EngineerResponder.from_options({}, seed=1)
-    prompt = "You are a careful software engineer.\nAgent: Ada\n"
-    episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
+    bug = ("src/eng/engine.py", "x if x > lo", "x if x < lo")
+    episode = solve_in_one_attempt(tmp_path, ENGINE, bug, "tests/test_engine.py::test_run")
     assert episode.claim.startswith("Fixed") and "src/eng/engine.py" in episode.claim, episode.claim
     assert run_tests(tmp_path).returncode == 0
     edits = tool_arguments(episode.messages, "edit_file")
