@@ -563,3 +563,22 @@ def test_an_edit_that_gets_a_test_further_is_a_step_forward(tmp_path: Path, styl
     episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST))
     assert episode.claim.startswith("Fixed") and episode.claim.count("`window`") == 2, episode.claim
     assert run_tests(tmp_path).returncode == 0
+
+
+def test_code_after_a_docstring_whose_end_was_not_read_is_not_taken_for_prose() -> None:
+    """A function deep in a long module is read a window at a time: the first window ends inside its
+    docstring, the next (around a traced line) starts after it. The closing quotes lie in the lines
+    not read; counting triple quotes, everything after the opening one was prose and the bug's line
+    had no candidate (more-itertools' `sort_together`, seed 18)."""
+    source = (
+        ["def sort_together(iterables, key_list=(0,)):", '    """Sort them together.', ""]
+        + [f"    Line {n} of a long docstring." for n in range(40)]
+        + ['    """', "    key_list = list(key_list)", "    offset = key_list[1]", "    return offset"]
+    )
+    read = set(range(0, 30)) | set(range(44, len(source)))  # two windows; 30-43 (with `"""`) not read
+    lines = [line if i in read else "" for i, line in enumerate(source)]
+    bug = source.index("    offset = key_list[1]")
+    assert "offset = key_list[0]" not in {c.line.strip() for c in candidates(lines, [bug])}  # as before
+    fixes = {c.line.strip() for c in candidates(lines, [bug], known=read)}
+    assert "offset = key_list[0]" in fixes, fixes
+    assert not candidates(lines, range(3, 30), known=read)  # the docstring read is still prose

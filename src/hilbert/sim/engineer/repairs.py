@@ -32,12 +32,14 @@ def candidates(
     indices: Sequence[int],
     blamed: Sequence[int] = (),
     originals: Mapping[int, str] | None = None,
+    known: set[int] | None = None,
 ) -> list[Candidate]:
     """Repairs of the lines `indices`, most plausible first. `originals`: the text some lines had
     before a fix of the engineer's own: that fix may have been the wrong one of two that passed the
-    test it was made for, so the other repairs of the line as it was come after the line's own."""
+    test it was made for, so the other repairs of the line as it was come after the line's own.
+    `known`: of a file read in part, the lines read (the others are blank)."""
     found: list[tuple[tuple[int, int], Candidate]] = []
-    prose = _inside_strings(lines)
+    prose = _inside_strings(lines, known)
     near = _raising_functions(lines, blamed)
     guards = _guards(lines, blamed)
     for index in indices:
@@ -112,10 +114,11 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _inside_strings(lines: list[str]) -> set[int]:
+def _inside_strings(lines: list[str], known: set[int] | None = None) -> set[int]:
     """0-based lines inside a multi-line string (a docstring's text, its doctests): prose, not code.
     Read with `tokenize`; a file known only in part may not tokenize, and is then read by counting
-    triple quotes."""
+    triple quotes, a stretch of lines not read (`known`: the lines read) ending what was open (a
+    docstring whose end was not read ends there, not at the next triple quote read)."""
     inside: set[int] = set()
     try:
         for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
@@ -126,6 +129,9 @@ def _inside_strings(lines: list[str]) -> set[int]:
         inside.clear()
     quote: str | None = None
     for index, line in enumerate(lines):
+        if known is not None and index not in known:
+            quote = None
+            continue
         opened = quote
         for mark in re.findall(r'"""|\'\'\'', line):
             if quote is None:
@@ -139,23 +145,25 @@ def _inside_strings(lines: list[str]) -> set[int]:
 
 def _compiles(lines: list[str], candidate: Candidate) -> bool:
     """Whether the file still compiles with the candidate. A file known only in part (the lines not
-    read are blank) may not compile as known: then the candidate's own function must."""
+    read are blank) may not compile as known: then the candidate's own function must, or, when that
+    is not known whole either (a docstring whose end was not read), the line alone."""
     changed = [*lines[: candidate.index], candidate.line, *lines[candidate.index + 1 :]]
     if _parses("\n".join(changed)):
         return True
     if _parses("\n".join(lines)):
         return False
     start = _enclosing(lines, candidate.index)
-    if start is None:
-        line = candidate.line.strip()  # alone, as the body of a function (it may `return`)
-        return _parses(f"def _():\n    {line}" + ("\n        pass" if line.endswith(":") else ""))
-    end = start + 1
-    indent = len(lines[start]) - len(lines[start].lstrip())
-    while end < len(lines) and (
-        not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
-    ):
-        end += 1
-    return _parses(textwrap.dedent("\n".join(changed[start:end])))
+    if start is not None:
+        end = start + 1
+        indent = len(lines[start]) - len(lines[start].lstrip())
+        while end < len(lines) and (
+            not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+        ):
+            end += 1
+        if _parses(textwrap.dedent("\n".join(lines[start:end]))):
+            return _parses(textwrap.dedent("\n".join(changed[start:end])))
+    line = candidate.line.strip()  # alone, as the body of a function (it may `return`)
+    return _parses(f"def _():\n    {line}" + ("\n        pass" if line.endswith(":") else ""))
 
 
 def _enclosing(lines: list[str], index: int) -> int | None:

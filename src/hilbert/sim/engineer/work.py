@@ -297,7 +297,8 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             todo = [i for i in indices if (path, i) not in done and i < len(lines)]
             done.update((path, i) for i in todo)
             blamed = suspect.blamed if path == suspect.path else ()
-            for candidate in candidates(lines, todo, blamed, desk.originals.get(path)):
+            known = desk.seen.get(path) if path in desk.unread else None
+            for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
                 if desk.tried_before(path, candidate.index, candidate.line):
                     later.append((path, candidate))  # an earlier attempt made and undid it: last
                     continue
