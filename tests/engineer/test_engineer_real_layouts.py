@@ -568,13 +568,14 @@ def test_an_edit_that_gets_a_test_further_is_a_step_forward(tmp_path: Path, styl
 def test_code_after_a_docstring_whose_end_was_not_read_is_not_taken_for_prose() -> None:
     """A function deep in a long module is read a window at a time: the first window ends inside its
     docstring, the next (around a traced line) starts after it. The closing quotes lie in the lines
-    not read; counting triple quotes, everything after the opening one was prose and the bug's line
-    had no candidate (more-itertools' `sort_together`, seed 18)."""
+    not read; read with those as blank lines, the quotes paired up across the gap, the bug's line was
+    prose and had no candidate (more-itertools' `sort_together`, seed 18)."""
     source = (
         ["def sort_together(iterables, key_list=(0,)):", '    """Sort them together.', ""]
         + [f"    Line {n} of a long docstring." for n in range(40)]
-        + ['    """', "    key_list = list(key_list)", "    offset = key_list[1]", "    return offset"]
-    )
+        + ['    """', "    key_list = list(key_list)", "    offset = key_list[1]", "    return offset", ""]
+        + ["", "def other(value):", '    """The next docstring: the second window ends in it,', "    too."]
+    )  # counted with the lines not read as blanks, the quotes pair up and tokenize without an error
     read = set(range(0, 30)) | set(range(44, len(source)))  # two windows; 30-43 (with `"""`) not read
     lines = [line if i in read else "" for i, line in enumerate(source)]
     bug = source.index("    offset = key_list[1]")

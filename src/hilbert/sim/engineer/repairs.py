@@ -116,11 +116,13 @@ def _indent(line: str) -> int:
 
 def _inside_strings(lines: list[str], known: set[int] | None = None) -> set[int]:
     """0-based lines inside a multi-line string (a docstring's text, its doctests): prose, not code.
-    Read with `tokenize`; a file known only in part may not tokenize, and is then read by counting
-    triple quotes, a stretch of lines not read (`known`: the lines read) ending what was open (a
-    docstring whose end was not read ends there, not at the next triple quote read)."""
+    Read with `tokenize`; a file known only in part (`known`: the lines read) is read by counting
+    triple quotes, a stretch of lines not read ending what was open (a docstring whose end was not
+    read ends there, not at the next triple quote read)."""
     inside: set[int] = set()
-    try:
+    try:  # a file known in part tokenizes as if its blanks were text: a string may seem to go on
+        if known is not None:
+            raise tokenize.TokenError("known in part")
         for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
             if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
                 inside.update(range(tok.start[0] - 1, tok.end[0]))
