@@ -85,7 +85,7 @@ class Desk:
         self.fixes: list[str] = []
         self.originals: dict[str, dict[int, str]] = {}  # path -> 0-based line -> its text before a kept fix
         self.verify_due: str | None = None
-        # the whole suite without the edit tried (a narrow command), run once something else failed
+        # the whole suite before the first edit (a narrow command: see `work._before_first_edit`)
         self.wide_before: TestReport | None = None
         self.steps = 0
         self.last_full_run = -1

@@ -6,8 +6,10 @@ Pure text functions; nothing here touches a file.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
+import textwrap
 from dataclasses import dataclass
 
 # a failure's line in pytest's summary; SUBFAILED[msg] (params): a failed subtest, counted in "N failed"
@@ -288,6 +290,29 @@ def failed_at(output: str, path: str) -> int | None:
     one in `path` (the test's own line, or a helper's in its file)."""
     found = re.findall(rf"(?:^|/){re.escape(path)}:(\d+): ", output, re.MULTILINE)
     return int(found[-1]) - 1 if found else None
+
+
+def statement_end(lines: list[str], span: tuple[int, int], index: int) -> int:
+    """The last 0-based line of the innermost statement that holds line `index` in the function at
+    `span` (0-based [start, end)): a failure reported at another line of the same statement (a call
+    on the second line of an `assertEqual(` spread over three) is no further on. `index` itself when
+    it is outside the span or the function does not parse (read in part)."""
+    if not span[0] <= index < span[1]:
+        return index
+    try:
+        tree = ast.parse(textwrap.dedent("\n".join(lines[span[0] : span[1]])))
+    except SyntaxError:
+        return index
+    line = index - span[0] + 1
+    holding = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    if not holding:
+        return index
+    _first, last = min(holding, key=lambda found: found[1] - found[0])
+    return span[0] + last - 1
 
 
 def assert_line(test_lines: list[str], span: tuple[int, int]) -> int | None:

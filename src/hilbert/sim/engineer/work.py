@@ -2,7 +2,8 @@
 
 Run the tests; for the first failing test, read the test, grep for the function it calls, read that
 file; try candidate repairs one at a time (edit, re-run the failing test, keep the edit if it passes
-and the whole suite shows no new failure, else revert); re-run the suite; repeat until it passes;
+and the whole suite shows no failure it did not show before the first edit, else revert); re-run the
+suite; repeat until it passes;
 finish with the passing output as evidence. Quirks make it misbehave (stop early, cheat, idle,
 ignore reminders) the first time round; if the run is resumed after it finished (a judge's
 feedback), it undoes its cheats and works honestly.
@@ -32,6 +33,7 @@ from hilbert.sim.engineer.reading import (
     grep_hits,
     imported_names,
     is_test_path,
+    statement_end,
     test_span,
     tested_names,
 )
@@ -255,7 +257,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     below the test; at each depth the suspect's file first), then those that ran as modules loaded;
     then the rest of the suspect's file.
     Return the suite's report once one fixes the test without breaking another, or gets it further
-    (it fails at a later line of its own: one of two bugs it runs into is fixed), or None."""
+    (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
     later: list[tuple[str, Candidate]] = []  # the edits an earlier attempt made and undid
@@ -305,13 +307,13 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                 if tries >= MAX_TRIES:
                     return None
                 if tries == 0:
-                    reached = yield from _reached(desk, suspect)
+                    reached = yield from _before_first_edit(desk, suspect)
                 tries += 1
                 fixed = yield from _try(desk, suspect, before, path, candidate, reached)
                 if fixed is not None:
                     return fixed
     if later and tries == 0:
-        reached = yield from _reached(desk, suspect)
+        reached = yield from _before_first_edit(desk, suspect)
     for path, candidate in later[: max(MAX_TRIES - tries, 0)]:  # alone it failed then; with the
         fixed = yield from _try(desk, suspect, before, path, candidate, reached)  # code now, maybe not
         if fixed is not None:
@@ -328,6 +330,20 @@ def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
     spans = [definition_span(lines, name) for name in called_names(lines, suspect.span)]
     callees = {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
     return inside, sorted(callees - set(inside))
+
+
+def _before_first_edit(desk: Desk, suspect: Suspect) -> Steps[int | None]:
+    """What is known before a line is changed: what the whole suite fails (when the task's command
+    runs only its own tests; once an attempt), and where the suspect's test fails (`_reached`).
+
+    Taken before the first edit, not once a fix passes and the suite fails elsewhere, so that learning
+    what failed before never means undoing a fix: a compaction between the undo and the redo would
+    lose the fix, and the undo read as an edit tried in vain (`hilbert.context.tried`), so that no
+    later attempt tried it again (more-itertools' `sort_together`, seed 18)."""
+    if desk.narrow and desk.wide_check and desk.wide_before is None:
+        why = "Running the whole suite before I change anything, to see what fails already."
+        desk.wide_before = yield from desk.run_wide(why)
+    return (yield from _reached(desk, suspect))
 
 
 def _reached(desk: Desk, suspect: Suspect) -> Steps[int | None]:
@@ -357,16 +373,16 @@ def _try(
         return None
     single = yield from desk.run_one(suspect.test_id)
     now = None if single.passed else failed_at(single.output, suspect.test_path)
-    further = reached is not None and now is not None and now > reached
+    test_lines = desk.files.get(suspect.test_path, [])
+    further = (
+        reached is not None
+        and now is not None
+        and now > statement_end(test_lines, suspect.test_span, reached)
+    )
     if single.passed or further:
         why = "That test passes now" if single.passed else "That test gets further now"
         full = yield from desk.run_suite(why=f"{why}; running the whole suite.")
-        breaks: bool | None = full.breaks_more_than(before)
-        if not breaks:
-            change_at = (path, candidate.index, before_line, candidate.line)
-            breaks = yield from _breaks_elsewhere(desk, full, *change_at)
-        if breaks is None:  # already put back
-            return None
+        breaks = full.breaks_more_than(before) or (yield from _breaks_elsewhere(desk))
         if not breaks:
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
             desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
@@ -391,29 +407,12 @@ def _replace_line(desk: Desk, path: str, index: int, text: str, why: str) -> Ste
     return False
 
 
-def _breaks_elsewhere(
-    desk: Desk, task_tests: TestReport, path: str, index: int, before: str, after: str
-) -> Steps[bool | None]:
-    """Whether the whole suite fails, with line `index` of `path` changed from `before` to `after`, a
-    test it did not fail before (asked only when the task's test command runs just its own tests).
-    What failed before is asked only when the suite fails a test the task's command did not (most
-    fixes break nothing, and failures the task's command shows were judged already): the line is put
-    back to run the suite without it, and changed again when the failures were there before.
-    None: the line is back as it was (it broke a test, or the tool refused to change it again)."""
-    if not desk.narrow or not desk.wide_check:
+def _breaks_elsewhere(desk: Desk) -> Steps[bool]:
+    """Whether the whole suite fails a test it did not fail before the first edit (asked only when the
+    task's test command runs just its own tests: what an edit breaks elsewhere does not show in it)."""
+    if not desk.narrow or not desk.wide_check or desk.wide_before is None:
         return False
-    wide = yield from desk.run_wide("The task's tests pass; checking that nothing else broke.")
-    if not wide.breaks_more_than(task_tests):
-        return False
-    if desk.wide_before is None:
-        why = "Something else fails: putting the line back to see whether it failed before my change."
-        if not (yield from _replace_line(desk, path, index, before, why)):
-            return True
-        desk.wide_before = yield from desk.run_wide("Running the whole suite without my change.")
-        if wide.breaks_more_than(desk.wide_before):
-            return None
-        why = "Those tests failed before my change too: making it again."
-        return False if (yield from _replace_line(desk, path, index, after, why)) else None
+    wide = yield from desk.run_wide("Checking that nothing else broke.")
     return wide.breaks_more_than(desk.wide_before)
 
 
