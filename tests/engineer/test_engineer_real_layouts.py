@@ -253,8 +253,9 @@ def test_what_the_whole_suite_fails_already_is_run_before_the_first_edit_and_a_f
 ) -> None:
     """With a task's command that runs one test, the whole suite is run before the first edit and once
     after a fix that passes; a test that failed before too (not the task's) does not cost the fix, and
-    learning what failed before never undoes the fix (a compaction between the undo and the redo lost
-    it, and the undo read as an edit tried in vain, which later attempts skipped: seed 18's more-itertools)."""
+    learning what failed before never undoes the fix (a compaction between the undo and the redo
+    lost it, and the undo read as an edit tried in vain, which later attempts skipped: seed 18's
+    more-itertools)."""
     wide = "python -m pytest -q --tb=no -rf"
     for name, other in (("clean", "1"), ("red-elsewhere", "2")):
         root = tmp_path / name
