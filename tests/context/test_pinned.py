@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hilbert.context.pinned import FEEDBACK_PREFIXES, PINNED_MARK, is_pinned, pinned_state
+from hilbert.context.pinned import FEEDBACK_PREFIXES, MAX_TRIED_CHARS, PINNED_MARK, is_pinned, pinned_state
+from hilbert.context.tried import TRIED_HERE
 from hilbert.fleet.attempt import WORKER_TASK
 from hilbert.fleet.stop_gate import FEEDBACK, PANEL_FEEDBACK
 from hilbert.models.types import Message, ToolCall
@@ -54,3 +55,34 @@ def test_the_pinned_state_restates_a_fleet_tasks_checks_rules_changes_and_feedba
     ):
         assert expected in text
     assert "tests/test_parse.py\n" not in text.split("Files you changed")[1].split("\n")[0]
+
+
+def test_the_pinned_state_lists_the_edits_made_and_undone_so_that_a_cut_does_not_restart_a_search() -> None:
+    """A search edits a line, runs the tests, and puts it back; a cut that drops those turns made the
+    agent try the same edits again (the simulated engineer, compacted every few turns, never got past
+    its first tries). The edits made and undone in this attempt are restated, the latest kept."""
+    calls = [
+        ("e1", {"path": "m.py", "old": "x = a - b", "new": "x = a + b"}),  # tried ...
+        ("e2", {"path": "m.py", "old": "x = a + b", "new": "x = a - b"}),  # ... and put back
+        ("e3", {"path": "m.py", "old": "y = 1", "new": "y = 0"}),  # in place: not listed
+    ]
+    messages = [Message("system", "s"), Message("user", "Fix m.py. Done when `pytest -q` passes.")]
+    for call_id, arguments in calls:
+        messages += [
+            Message("assistant", "", tool_calls=(ToolCall(call_id, "edit_file", arguments),)),
+            Message("tool", "edited", tool_call_id=call_id, name="edit_file"),
+        ]
+    text = pinned_state(messages).content
+    listed = text.split(TRIED_HERE, 1)[1]
+    assert "- m.py: `x = a - b` -> `x = a + b`" in listed
+    assert "y = 0" not in listed
+    many = [
+        Message("assistant", "", tool_calls=(ToolCall(f"c{n}{k}", "edit_file", {"path": "m.py", **e}),))
+        for n in range(200)
+        for k, e in enumerate(
+            ({"old": f"v = {n}", "new": f"v = {n + 1}"}, {"old": f"v = {n + 1}", "new": f"v = {n}"})
+        )
+    ]
+    text = pinned_state([*messages[:2], *many]).content
+    assert "`v = 199` -> `v = 200`" in text and "`v = 0` -> `v = 1`" not in text  # the latest kept
+    assert len(text.split(TRIED_HERE, 1)[1]) <= MAX_TRIED_CHARS

@@ -175,11 +175,16 @@ def test_a_bug_in_a_module_reached_through_another_is_found_by_tracing_the_test(
 
 
 def test_a_compacted_conversation_starts_the_engineer_over_and_the_work_gets_done(tmp_path: Path) -> None:
+    """Compacted every 16 turns or so (the older half dropped each time), the engineer starts over
+    from what the turns left and the pinned state show (`memory.py`): the pages read, the tries put
+    back (the pinned state lists every one), the try it never saw the outcome of. Started over from
+    the workspace alone, it searched from the top each time and never finished (seed 5, 32 messages:
+    300 replies); below about 12 turns between cuts no search this long gets anywhere."""
     project = generate_sample_project(tmp_path / "p", 5, bugs=4)
     responder = EngineerResponder.from_options({}, seed=project.seed)
     prompt = "You are a careful software engineer.\nAgent: Ada\n"
     episode = asyncio.run(
-        drive(responder, project.path, project.task, system=prompt, env=FAST, compact_over=24)
+        drive(responder, project.path, project.task, system=prompt, env=FAST, compact_over=32)
     )
     assert any(m.content == COMPACTED for m in episode.messages), "the run was never compacted"
     assert episode.finished and episode.claim.startswith("Fixed"), episode.claim
@@ -618,3 +623,38 @@ def test_a_failure_moved_within_one_statement_is_not_a_step_forward(tmp_path: Pa
     assert episode.claim.startswith("Fixed") and "// repeat" not in episode.claim, episode.claim
     assert run_tests(tmp_path).returncode == 0
     assert "// repeat" not in (tmp_path / "spread.py").read_text()
+
+
+def test_a_try_whose_outcome_a_compaction_hid_is_put_back_before_the_search_starts_over(
+    tmp_path: Path,
+) -> None:
+    """A compaction that lands between a try's edit and its test run leaves the edit in the file and
+    drops the turns that said why: the engineer, starting over, read the wrong try as the code and
+    shipped it beside the fix (cachetools' LFUCache, seed 18: `-= 0` -> `+= 0` taken for the code)."""
+    source = (
+        "def total(values, start=0):\n    result = start\n    count = 0\n    for value in values:\n"
+        "        count = count + 1\n        result = result - value\n    return result\n"
+    )
+    task = "Task T1: Fix it\nDone when `python -m pytest -q tests/test_calc.py::test_total` passes."
+    runs = {}
+    for name in ("whole", "compacted"):
+        root = tmp_path / name
+        (root / "tests").mkdir(parents=True)
+        (root / "calc.py").write_text(source)
+        (root / "tests" / "test_calc.py").write_text(
+            "from calc import total\n\n\ndef test_total():\n    assert total([1, 2, 3]) == 6\n"
+        )
+        responder = EngineerResponder.from_options({}, seed=1)
+        whole = runs["whole"].messages if runs else ()
+        # compacted once the first try's edit is answered: its test run is the next turn
+        at = next((i + 1 for i, m in enumerate(whole) if m.content.startswith("Maybe a ")), 0)
+        runs[name] = asyncio.run(
+            drive(responder, root, task, system="Agent: Ada\n", env=FAST, compact_over=at, compact_once=True)
+        )
+    assert not any(m.content == COMPACTED for m in runs["whole"].messages)
+    episode = runs["compacted"]
+    assert any(m.content == COMPACTED for m in episode.messages), "the run was never compacted"
+    assert any(m.content.startswith("Putting back my last try") for m in episode.messages)
+    assert episode.claim.startswith("Fixed"), episode.claim
+    fixed = source.replace("result - value", "result + value")
+    assert (tmp_path / "compacted" / "calc.py").read_text() == fixed  # and nothing else changed

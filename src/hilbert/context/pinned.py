@@ -11,7 +11,8 @@ check of the gate).
 `pinned_state(messages)` is the one `user` message, marked as the harness's, that a strategy puts
 right after a cut: the task's first line, its acceptance checks (the verify command and expected
 claims the fleet's task prompt states, and the task's checklist), its rules (the task's own "do not
-/ never / only" lines, and the reminders' global list), the files the agent changed so far, and the
+/ never / only" lines, and the reminders' global list), the files the agent changed so far, the
+edits it made and undid (`hilbert.context.tried`: a search the cut would otherwise start over), and the
 latest unresolved judge feedback (the last stop-gate message: a passing verdict ends the run, so one
 still in the conversation is unresolved). It is a function of the messages alone, so a strategy that
 places it stays pure.
@@ -26,6 +27,7 @@ import re
 from collections.abc import Sequence
 
 from hilbert.agent.reminders import GLOBAL_ITEMS, acceptance_items
+from hilbert.context.tried import TRIED_HERE, tried_edits, tried_note
 from hilbert.models.types import Message
 
 PINNED_MARK = "[hilbert harness: your task state, restated after earlier turns were compacted]"
@@ -39,6 +41,7 @@ FEEDBACK_PREFIXES = (
 MAX_RULES = 8
 MAX_LINE_CHARS = 240
 MAX_FILES = 20
+MAX_TRIED_CHARS = 2_000  # of the edits tried and undone (the latest kept)
 
 _VERIFY = re.compile(r"(?:is done when|Verify command:)\s*`([^`\n]+)`")
 _CLAIMS = re.compile(r"\(expected: (.+)\)\.?[ \t]*$", re.MULTILINE)  # WORKER_TASK's: ends its line
@@ -169,6 +172,9 @@ def pinned_state(messages: Sequence[Message]) -> Message:
     if files:
         more = f" (+{len(files) - MAX_FILES} more)" if len(files) > MAX_FILES else ""
         lines.append(f"Files you changed so far: {', '.join(files[:MAX_FILES])}{more}")
+    tried = tried_note(tried_edits(messages), TRIED_HERE, MAX_TRIED_CHARS)
+    if tried:
+        lines.append(tried)
     feedback = next((m.content for m in reversed(messages[2:]) if is_feedback(m)), None)
     if feedback is not None:
         lines += ["Unresolved judge feedback (the latest, whole; fix it before you finish again):", feedback]

@@ -6,6 +6,8 @@ what the harness tells it, and starts the same search from the top: with a searc
 attempt's turns, no attempt gets past where the first stopped. `tried_edits(messages)` reads, from the
 agent's whole history (every turn, including those a compaction dropped), the `edit_file` changes it
 later reversed; `tried_note(edits)` is the paragraph the harness adds to the next attempt's feedback.
+Within an attempt, a compaction that drops the turns of a search loses it the same way: the pinned
+state restated after every cut lists them too (`hilbert.context.pinned`, under `TRIED_HERE`).
 
 A change is read by its first changed line, with runs of whitespace made one space, and the lines the
 edit took in around it to find its text once (kept to tell apart two equal lines: a duplicated
@@ -22,6 +24,10 @@ from hilbert.models.types import Message
 TRIED = (
     "Edits an earlier attempt made and then undid (its own record, information only: with each alone the"
     " tests it ran did not pass; trying one again alone is unlikely to help):"
+)
+TRIED_HERE = (
+    "Edits you made and then undid in this attempt, in turns compacted away or not (information only:"
+    " with each alone the tests you ran did not pass):"
 )
 MAX_TRIED = 60  # the latest ones listed
 MAX_NOTE_CHARS = 6_000  # the whole note: the oldest edits are left out first
@@ -65,7 +71,7 @@ def tried_edits(messages: Sequence[Message]) -> list[TriedEdit]:
                 continue
             if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
                 continue
-            edit = _first_change(path, old, new)
+            edit = first_change(path, old, new)
             reversed_ = next((made_ for made_ in reversed(made) if edit.undoes(made_)), None)
             if reversed_ is None:
                 made.append(edit)
@@ -77,8 +83,9 @@ def tried_edits(messages: Sequence[Message]) -> list[TriedEdit]:
     return undone
 
 
-def tried_note(edits: Sequence[TriedEdit]) -> str:
-    """The paragraph for the next attempt ("" when nothing was tried and put back)."""
+def tried_note(edits: Sequence[TriedEdit], header: str = TRIED, max_chars: int = MAX_NOTE_CHARS) -> str:
+    """The paragraph for the next attempt, or under another `header` ("" when nothing was tried and
+    put back)."""
     if not edits:
         return ""
     lines: list[str] = []
@@ -86,14 +93,15 @@ def tried_note(edits: Sequence[TriedEdit]) -> str:
         line = edit.line()
         if "`" in "".join((edit.before, edit.after, edit.above, edit.below)):
             continue  # code with a backtick cannot be quoted in this line's form
-        if len(TRIED) + sum(len(x) + 1 for x in lines) + len(line) > MAX_NOTE_CHARS:
+        if len(header) + sum(len(x) + 1 for x in lines) + len(line) > max_chars:
             break
         lines.insert(0, line)
     more = f"\n(and {len(edits) - len(lines)} more not listed)" if len(edits) > len(lines) else ""
-    return "\n".join([TRIED, *lines]) + more if lines else ""
+    return "\n".join([header, *lines]) + more if lines else ""
 
 
-def _first_change(path: str, old: str, new: str) -> TriedEdit:
+def first_change(path: str, old: str, new: str) -> TriedEdit:
+    """An `edit_file` change read by its first changed line (the module's docstring says how)."""
     before, after = old.split("\n"), new.split("\n")
     if len(before) == len(after):
         first = next((i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a), None)

@@ -11,11 +11,14 @@ import re
 import shlex
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from hilbert.context.tried import NEXT_LINE, TRIED, TriedEdit
+from hilbert.context.tried import NEXT_LINE, TRIED, TRIED_HERE, TriedEdit
 from hilbert.sim.engineer.actions import Action, Edit, Observation, Read, Run
 from hilbert.sim.engineer.reading import TestReport, numbered_page, read_pytest
+
+if TYPE_CHECKING:
+    from hilbert.sim.engineer.memory import Memory
 
 T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
@@ -91,9 +94,11 @@ class Desk:
         self.last_full_run = -1
         # edits an earlier attempt made and put back, as its feedback lists them
         self.tried: list[TriedEdit] = []
-        for text in (brief.task, *brief.notes):
-            if TRIED in text:
-                self.tried += [TriedEdit(*found) for found in _TRIED_LINE.findall(text.split(TRIED, 1)[1])]
+        for text in (brief.task, *brief.notes):  # an earlier attempt's, or this one's before a cut
+            for header in (TRIED, TRIED_HERE):
+                if header in text:
+                    listed = text.split(header, 1)[1]
+                    self.tried += [TriedEdit(*found) for found in _TRIED_LINE.findall(listed)]
         for note in brief.notes:
             self._notice(note)
 
@@ -118,6 +123,31 @@ class Desk:
             if around == (above, below):
                 return True
         return False
+
+    def recall(self, memory: Memory) -> None:
+        """Take in what the turns before a restart show (`memory.py`): the pages read there, with the
+        edits made after them; the tries put back there (tried last, as an earlier attempt's are); the
+        whole suite as it failed before the first edit."""
+        for action, observation in memory.events:
+            if isinstance(action, Read):
+                self._take_page(action.path, action.end, observation)
+            elif self._made(action, observation):
+                self._apply(action)
+        self.tried += memory.tried
+        if memory.wide_before is not None:
+            self.wide_before = read_pytest(memory.wide_before.text, memory.wide_before.exit_code)
+
+    def _apply(self, edit: Edit) -> None:
+        """`edit`, made in the workspace, made to the file as known too."""
+        if edit.path in self.files:
+            self.files[edit.path] = (
+                "\n".join(self.files[edit.path]).replace(edit.old, edit.new, 1).split("\n")
+            )
+
+    @staticmethod
+    def _made(edit: Edit, observation: Observation) -> bool:
+        """Whether the edit tool made `edit` (over some wires a refusal is only in its words)."""
+        return observation.succeeded and not _EDIT_REFUSED.search(observation.text)
 
     def verify_wanted(self, ignore_reminders: bool) -> bool:
         """A reminder asked to run the tests and they were not run since."""
@@ -160,6 +190,11 @@ class Desk:
         observation = yield from self.ask(
             Read(path, line if line > 1 or last else None, last, why=f"Reading {path}{where}.")
         )
+        return self._take_page(path, last, observation)
+
+    def _take_page(self, path: str, last: int | None, observation: Observation) -> list[str] | None:
+        """The file as known with the page `observation` shows (a read to line `last`) taken in."""
+        known = self.files.get(path)
         page = numbered_page(observation.text) if observation.ok else None
         if page is None:
             return known
@@ -188,10 +223,10 @@ class Desk:
         return lines
 
     def edit(self, path: str, old: str, new: str, why: str) -> Steps[bool]:
-        observation = yield from self.ask(Edit(path, old, new, why=why))
-        if observation.succeeded and not _EDIT_REFUSED.search(observation.text):
-            if path in self.files:
-                self.files[path] = "\n".join(self.files[path]).replace(old, new, 1).split("\n")
+        edit = Edit(path, old, new, why=why)
+        observation = yield from self.ask(edit)
+        if self._made(edit, observation):
+            self._apply(edit)
             return True
         if _NOT_UNIQUE.search(observation.text):
             return False  # the text is right but not unique in the file: the caller takes in more

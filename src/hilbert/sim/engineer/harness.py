@@ -9,7 +9,7 @@ N-th tool call's result, answering it as hilbert's loop answers a call whose res
 never recorded (`NOT_RUN_ON_RESUME`): what a conversation resumed after a kill holds. With
 `read_limit`, read_file answers long files a page at a time, as hilbert's does; with `compact_over`,
 a conversation longer than that many messages loses the older half of its turns, as hilbert's
-`forget` compaction drops them.
+`forget` compaction drops them (`compact_once`: only the first time).
 
 This is a test aid with hilbert's tool *contract*, not hilbert's agent loop or tool box (those live
 in `hilbert.agent`): no confinement beyond refusing paths outside `root`, no event log.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hilbert.agent.loop import NOT_RUN_ON_RESUME
+from hilbert.context.pinned import pinned_state
 from hilbert.models.types import Message, ToolCall, ToolSpec
 from hilbert.testing.fake_server.responder import Conversation, Responder
 
@@ -112,6 +113,7 @@ async def drive(
     lose_every: int = 0,
     read_limit: int = 0,
     compact_over: int = 0,
+    compact_once: bool = False,
 ) -> Episode:
     specs = HILBERT_TOOLS if tools == "hilbert" else (BASH_TOOL,)
     submit = tools == "bash" and SUBMIT in system + task
@@ -119,11 +121,18 @@ async def drive(
     messages: list[Message] = [Message("user", task)]
     nudges = results = calls = 0
     claim = evidence = ""
+    compactions = 0
+    whole = list(messages)  # every message, as hilbert's loop keeps them for the pinned state
+
+    def add(message: Message) -> None:
+        messages.append(message)
+        whole.append(message)
+
     for replies in range(1, max_replies + 1):
-        if compact_over and len(messages) > compact_over:
-            messages = _compacted(messages)
+        if compact_over and len(messages) > compact_over and not (compact_once and compactions):
+            messages, compactions = _compacted(messages, whole, system), compactions + 1
         reply = responder.reply(Conversation("openai-chat", "fake", system, tuple(messages), specs))
-        messages.append(Message("assistant", reply.text, reply.tool_calls))
+        add(Message("assistant", reply.text, reply.tool_calls))
         finished = False
         if not reply.tool_calls:
             if tools == "bash" and not submit:
@@ -131,7 +140,7 @@ async def drive(
             elif (nudges := nudges + 1) > max_nudges:
                 return Episode(tuple(messages), False, claim, evidence, replies)
             else:
-                messages.append(Message("user", NUDGE))
+                add(Message("user", NUDGE))
                 continue
         for call in reply.tool_calls:
             if call.name == "finish":
@@ -140,15 +149,15 @@ async def drive(
                     str(call.arguments.get("evidence", "")),
                     True,
                 )
-                messages.append(Message("tool", "finished", tool_call_id=call.id, name=call.name))
+                add(Message("tool", "finished", tool_call_id=call.id, name=call.name))
                 continue
             calls += 1
             if lose_every and calls % lose_every == 0:  # never run: the run was killed before its result
                 # as the OpenAI chat wire delivers it: hilbert marks it an error, the wire drops the mark
-                messages.append(Message("tool", NOT_RUN_ON_RESUME, tool_call_id=call.id, name=call.name))
+                add(Message("tool", NOT_RUN_ON_RESUME, tool_call_id=call.id, name=call.name))
                 continue
             text, is_error = await runner.run(call)
-            messages.append(Message("tool", text, tool_call_id=call.id, name=call.name, is_error=is_error))
+            add(Message("tool", text, tool_call_id=call.id, name=call.name, is_error=is_error))
             results += 1
             if submit and re.sub(r"^<returncode>\d+</returncode>\n<output>\n", "", text).startswith(SUBMIT):
                 claim, finished = reply.text, True
@@ -156,22 +165,23 @@ async def drive(
             feedback = await review(claim, evidence) if review else None
             if not feedback:
                 return Episode(tuple(messages), True, claim, evidence, replies)
-            messages.append(Message("user", feedback))
+            add(Message("user", feedback))
         elif reminder and remind_every and results % remind_every == 0:
-            messages.append(Message("user", reminder))
+            add(Message("user", reminder))
     return Episode(tuple(messages), False, claim, evidence, max_replies)
 
 
 COMPACTED = "(Earlier turns were dropped to save room. Your task is the first message.)"
 
 
-def _compacted(messages: list[Message]) -> list[Message]:
-    """The task, a note, and the newer half of the turns after it (whole turns), as hilbert's
-    `forget` compaction leaves a conversation."""
+def _compacted(messages: list[Message], whole: list[Message], system: str) -> list[Message]:
+    """The task, a note, the pinned state of the `whole` conversation so far and the newer half of
+    the turns after it (whole turns), as hilbert's `forget` compaction leaves a conversation."""
     rest = messages[1:]
     starts = [i for i, m in enumerate(rest) if m.role == "assistant"]
     cut = starts[len(starts) // 2] if len(starts) > 1 else 0
-    return [messages[0], Message("user", COMPACTED), *rest[cut:]]
+    pinned = pinned_state([Message("system", system), *whole])
+    return [messages[0], Message("user", COMPACTED), pinned, *rest[cut:]]
 
 
 class _Runner:

@@ -8,7 +8,8 @@ of its earlier turns in the conversation; the action the procedure yields next i
 procedure is deterministic, so the replayed turns are the ones it took before — unless hilbert
 compacted the conversation and its first turns are gone: then the replay starts at the earliest
 turn from which the procedure, started afresh, took the turns that are left (at worst, at the end:
-the engineer starts over from what the workspace holds now).
+the engineer starts over from what the workspace holds now, taking in what the turns before that
+one show: `memory.py`).
 
 Spec: `engineer[:key=value,...]`, see `quirks.py` for the options.
 """
@@ -25,6 +26,7 @@ from hilbert.models.types import Message
 from hilbert.sim.engineer.actions import Action, Observation
 from hilbert.sim.engineer.desk import Brief, Steps
 from hilbert.sim.engineer.dialects import DETECTORS, Dialect, choose
+from hilbert.sim.engineer.memory import remember
 from hilbert.sim.engineer.quirks import EngineerOptions
 from hilbert.sim.engineer.work import work
 from hilbert.testing.fake_server.responder import Conversation, Reply
@@ -57,13 +59,17 @@ class EngineerResponder:
         brief, observations = _replay_inputs(conversation, dialect)
         identity = agent or brief.task
         quirks = self.options.quirks(self.seed, identity, agent)
-        turns = [m for m in conversation.messages if m.role == "assistant"]
+        messages = conversation.messages
+        at = [i for i, m in enumerate(messages) if m.role == "assistant"]
+        turns = [messages[i] for i in at]
         tag = hashlib.sha256(identity.encode()).hexdigest()[:8]
         # From the first turn, or, when the conversation was compacted (its first turns are gone),
         # from the earliest turn after which the procedure, started afresh, took the turns there
-        # are: the engineer starts over from what the workspace holds now.
+        # are: the engineer starts over from what the workspace holds now, and from what the turns
+        # before that one show (`memory.py`).
         for start in range(len(turns) + 1):
-            steps = work(brief, quirks, wide_check=self.options.wide_check)
+            memory = remember(messages[: at[start]] if start < len(at) else messages, observations[:start])
+            steps = work(brief, quirks, wide_check=self.options.wide_check, memory=memory)
             action = _replay(dialect, steps, observations[start:], turns[start:])
             if action is not None:
                 break

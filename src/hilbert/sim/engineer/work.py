@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import hilbert.sim.engineer.cheats as cheats
 from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Run, Say
 from hilbert.sim.engineer.desk import Brief, Desk, Steps, is_reminder
+from hilbert.sim.engineer.memory import BASELINE, KEPT, TRY, Memory
 from hilbert.sim.engineer.quirks import Quirks
 from hilbert.sim.engineer.reading import (
     TestReport,
@@ -69,8 +70,17 @@ class Suspect:
     blamed: tuple[int, ...]
 
 
-def work(brief: Brief, quirks: Quirks, *, wide_check: bool = True) -> Steps[None]:
+def work(
+    brief: Brief, quirks: Quirks, *, wide_check: bool = True, memory: Memory | None = None
+) -> Steps[None]:
+    """`memory`: what the turns before a restart show (`memory.py`); its unfinished tries are put
+    back first."""
     desk = Desk(brief, wide_check=wide_check)
+    memory = memory or Memory()
+    desk.recall(memory)
+    for edit in memory.unfinished:
+        why = f"Putting back my last try in {edit.path}: I did not see whether it helped."
+        yield from desk.edit(edit.path, edit.new, edit.old, why=why)
     current = quirks
     while True:
         finish = yield from attempt(desk, current)
@@ -341,7 +351,7 @@ def _before_first_edit(desk: Desk, suspect: Suspect) -> Steps[int | None]:
     lose the fix, and the undo read as an edit tried in vain (`hilbert.context.tried`), so that no
     later attempt tried it again (more-itertools' `sort_together`, seed 18)."""
     if desk.narrow and desk.wide_check and desk.wide_before is None:
-        why = "Running the whole suite before I change anything, to see what fails already."
+        why = f"{BASELINE}, to see what fails already."
         desk.wide_before = yield from desk.run_wide(why)
     return (yield from _reached(desk, suspect))
 
@@ -368,7 +378,7 @@ def _try(
         return None
     before_line = lines[candidate.index]
     change = f"`{before_line.strip()}` -> `{candidate.line.strip()}`"
-    why = f"Maybe a {candidate.operator.replace('_', ' ')} bug: trying {change}."
+    why = f"{TRY}{candidate.operator.replace('_', ' ')} bug: trying {change}."
     if not (yield from _replace_line(desk, path, candidate.index, candidate.line, why)):
         return None
     single = yield from desk.run_one(suspect.test_id)
@@ -380,7 +390,7 @@ def _try(
         and now > statement_end(test_lines, suspect.test_span, reached)
     )
     if single.passed or further:
-        why = "That test passes now" if single.passed else "That test gets further now"
+        why = KEPT[0] if single.passed else KEPT[1]
         full = yield from desk.run_suite(why=f"{why}; running the whole suite.")
         breaks = full.breaks_more_than(before) or (yield from _breaks_elsewhere(desk))
         if not breaks:
