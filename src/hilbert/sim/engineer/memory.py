@@ -28,6 +28,7 @@ from hilbert.sim.engineer.actions import Edit, Observation, Read
 TRY = "Maybe a "  # how the engineer words a candidate edit (`work._try`)
 KEPT = ("That test passes now", "That test gets further now")  # ... and the outcome of one it keeps
 BASELINE = "Running the whole suite before I change anything"  # `work._before_first_edit`
+CHECKING = "Checking that nothing else broke"  # `work._breaks_elsewhere`
 
 
 @dataclass(frozen=True)
@@ -60,25 +61,30 @@ def remember(messages: Sequence[Message], observations: Sequence[Observation]) -
 
 def unfinished_tries(turns: Sequence[Message], observations: Sequence[Observation]) -> list[Edit]:
     """The engineer's candidate edits in `turns` (`edit_file`, its words "Maybe a ... bug: trying")
-    still in place at their end whose outcome it never saw: no later turn put the line back, nor said
-    "That test passes now" / "gets further now" (a try it kept), nor ran a command that passed after
-    it (the test it re-ran passed: it would have kept it). Newest first: how to undo them. An edit
-    tool's refusal is not told apart: undoing an edit never made is refused in turn."""
+    still in place at their end whose outcome it never saw settled: no later turn put the line back,
+    and the test it re-ran did not pass (a command that passed after it, or its words "That test
+    passes now": it keeps such a fix), nor did it go on to other work after saying "That test gets
+    further now" (kept only once the suite shows nothing else broke: a cut before that left a wrong
+    step in, cachetools seed 18). Newest first: how to undo them. An edit tool's refusal is not told
+    apart: undoing an edit never made is refused in turn."""
     open_: list[tuple[TriedEdit, Edit]] = []
+    further = False  # the newest try got its test further: kept unless the next turns put it back
     for turn, observation in zip(turns, observations, strict=False):
-        if turn.content.strip().startswith(KEPT):
-            open_.clear()  # the try before it was kept
-        if any(call.name == "shell" for call in turn.tool_calls) and observation.exit_code == 0:
-            open_.clear()  # ... or is about to be: its test passed
-        for call in turn.tool_calls:
-            edit = _edit(call.arguments) if call.name == "edit_file" else None
-            if edit is None:
-                continue
-            change = first_change(edit.path, edit.old, edit.new)
+        words = turn.content.strip()
+        edits = [_edit(call.arguments) if call.name == "edit_file" else None for call in turn.tool_calls]
+        changes = [(first_change(e.path, e.old, e.new), e) for e in edits if e is not None]
+        puts_back = bool(open_) and any(change.undoes(open_[-1][0]) for change, _e in changes)
+        if further and not words.startswith(CHECKING) and not puts_back:
+            open_.clear()  # it went on to other work: the step was kept
+        passed = any(call.name == "shell" for call in turn.tool_calls) and observation.exit_code == 0
+        if words.startswith(KEPT[0]) or passed:
+            open_.clear()  # the try before it passed its test: kept
+        further = words.startswith(KEPT[1]) or (further and words.startswith(CHECKING))
+        for change, edit in changes:
             undone = next((pair for pair in open_ if change.undoes(pair[0])), None)
             if undone is not None:
                 open_.remove(undone)
-            elif turn.content.strip().startswith(TRY):
+            elif words.startswith(TRY):
                 open_.append((change, edit))
     return [edit for _change, edit in reversed(open_)]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import hilbert.sim.engineer.cheats as cheats
 from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Run, Say
 from hilbert.sim.engineer.desk import Brief, Desk, Steps, is_reminder
-from hilbert.sim.engineer.memory import BASELINE, KEPT, TRY, Memory
+from hilbert.sim.engineer.memory import BASELINE, CHECKING, KEPT, TRY, Memory
 from hilbert.sim.engineer.quirks import Quirks
 from hilbert.sim.engineer.reading import (
     TestReport,
@@ -422,7 +422,7 @@ def _breaks_elsewhere(desk: Desk) -> Steps[bool]:
     task's test command runs just its own tests: what an edit breaks elsewhere does not show in it)."""
     if not desk.narrow or not desk.wide_check or desk.wide_before is None:
         return False
-    wide = yield from desk.run_wide("Checking that nothing else broke.")
+    wide = yield from desk.run_wide(f"{CHECKING}.")
     return wide.breaks_more_than(desk.wide_before)
 
 

@@ -1,0 +1,47 @@
+"""What the engineer takes in from the turns before a restart (`hilbert.sim.engineer.memory`)."""
+
+from __future__ import annotations
+
+from hilbert.models.types import Message, ToolCall
+from hilbert.sim.engineer.actions import Edit, Observation
+from hilbert.sim.engineer.memory import unfinished_tries
+
+TRY = Edit("m.py", "x = a - b", "x = a + b")
+
+
+def turn(words: str, name: str, **arguments: object) -> Message:
+    return Message("assistant", words, (ToolCall("c", name, dict(arguments)),))
+
+
+def edit(words: str, change: Edit) -> Message:
+    return turn(words, "edit_file", path=change.path, old=change.old, new=change.new)
+
+
+def shell(words: str) -> Message:
+    return turn(words, "shell", command="python -m pytest -q")
+
+
+def unfinished(*steps: tuple[Message, int | None]) -> list[Edit]:
+    return unfinished_tries([m for m, _ in steps], [Observation(exit_code=code) for _, code in steps])
+
+
+def test_a_try_is_unfinished_until_its_outcome_is_settled() -> None:
+    tried = (edit("Maybe a arithmetic bug: trying `-` -> `+`.", TRY), None)
+    back = (edit("That was not it; putting the line back.", Edit("m.py", TRY.new, TRY.old)), None)
+    rerun = shell("Re-running tests/test_m.py::test_x.")
+    further = (shell("That test gets further now; running the whole suite."), 1)
+    checking = (shell("Checking that nothing else broke."), 1)
+    moved_on = (turn("Reading tests/test_n.py.", "read_file", path="tests/test_n.py"), None)
+    assert unfinished(tried) == [TRY]  # cut right after the edit
+    assert unfinished(tried, (rerun, 1)) == [TRY]  # ... or after a run that failed
+    assert unfinished(tried, (rerun, 0)) == []  # its test passed: it keeps that
+    assert unfinished(tried, (rerun, 1), back) == []  # put back
+    assert unfinished(tried, (rerun, 1), further) == [TRY]  # further, the suite not checked yet
+    assert unfinished(tried, (rerun, 1), further, checking) == [TRY]
+    assert unfinished(tried, (rerun, 1), further, checking, back) == []  # it broke something
+    assert unfinished(tried, (rerun, 1), further, checking, moved_on) == []  # kept: on to the next
+    another = Edit("m.py", "y = 1", "y = 0")
+    next_try = (edit("Maybe a off by one bug: trying `1` -> `0`.", another), None)
+    assert unfinished(tried, (rerun, 1), further, next_try) == [another]  # the step kept, a new try open
+    cheat = (edit("This test is flaky.", Edit("t.py", "def test", "@skip\ndef test")), None)
+    assert unfinished(cheat) == []  # not a try of its search
