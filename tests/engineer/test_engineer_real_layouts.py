@@ -658,3 +658,20 @@ def test_a_try_whose_outcome_a_compaction_hid_is_put_back_before_the_search_star
     assert episode.claim.startswith("Fixed"), episode.claim
     fixed = source.replace("result - value", "result + value")
     assert (tmp_path / "compacted" / "calc.py").read_text() == fixed  # and nothing else changed
+
+
+@pytest.mark.parametrize("count", [2, 9, 10, 12, 19, 100, 123])
+def test_an_edit_whose_text_is_found_many_times_takes_in_more_lines_and_keeps_the_file(count: int) -> None:
+    """"found 12 times" is the same refusal as "found 2 times": the text is right but not unique, so
+    the edit takes in more lines. Read as any other refusal, the file was forgotten and every later
+    candidate of the stage skipped (more-itertools' `gray_product`, seed 18: `while True:` is in
+    more.py 12 times, and the bug's line after it was never tried)."""
+    desk = Desk(Brief.from_task("Fix it."))
+    desk.files["m.py"] = ["x = 1", "y = 0", "x = 1"]
+    steps = desk.edit("m.py", "x = 1", "x = 2", why="")
+    assert isinstance(next(steps), Edit)
+    answer = f"ValueError: old text found {count} times in m.py; it must occur exactly once"
+    with pytest.raises(StopIteration) as done:
+        steps.send(Observation(text=answer, ok=False))
+    assert done.value.value is False
+    assert desk.files["m.py"] == ["x = 1", "y = 0", "x = 1"]  # known still: the caller takes in more
