@@ -24,11 +24,10 @@ T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
-_NOT_UNIQUE = re.compile(r"found (?:[2-9]|[1-9]\d+) times|not unique|more than once", re.IGNORECASE)
+_MANY = r"found (?:[2-9]|[1-9]\d+) times|not unique|more than once"  # the text is right, not unique
+_NOT_UNIQUE = re.compile(_MANY, re.IGNORECASE)
 # an edit tool's refusal, read from its text: over some wires (OpenAI's chat) a tool error loses its mark
-_EDIT_REFUSED = re.compile(
-    r"found (?:[2-9]|[1-9]\d+) times|not unique|more than once|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M
-)
+_EDIT_REFUSED = re.compile(rf"{_MANY}|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M)
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _TRIED_LINE = re.compile(r"^- (\S+): `(.*?)` -> `(.*?)`(?: after `(.*?)`)?(?: before `(.*?)`)?$", re.M)
 _REMINDER = re.compile(r"\breminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
