@@ -662,7 +662,7 @@ def test_a_try_whose_outcome_a_compaction_hid_is_put_back_before_the_search_star
 
 @pytest.mark.parametrize("count", [2, 9, 10, 12, 19, 100, 123])
 def test_an_edit_whose_text_is_found_many_times_takes_in_more_lines_and_keeps_the_file(count: int) -> None:
-    """"found 12 times" is the same refusal as "found 2 times": the text is right but not unique, so
+    """ "found 12 times" is the same refusal as "found 2 times": the text is right but not unique, so
     the edit takes in more lines. Read as any other refusal, the file was forgotten and every later
     candidate of the stage skipped (more-itertools' `gray_product`, seed 18: `while True:` is in
     more.py 12 times, and the bug's line after it was never tried)."""
