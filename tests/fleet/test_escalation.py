@@ -22,6 +22,7 @@ from hilbert.fleet.scheduler import TaskState
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.settings import Settings
+from hilbert.sim.lead import escalations
 from hilbert.sim.sample import generate_sample_project
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
@@ -321,3 +322,43 @@ def test_the_lead_may_not_reopen_a_task_the_person_stopped(tmp_path: Path, board
         EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed()), "reassign", task="T2", note="go on"
     )
     assert error and "stopped by the person" in text and board.steered == []
+
+
+def test_a_task_whose_attempts_ran_out_of_turns_on_several_test_files_is_split_one_part_per_file(
+    tmp_path: Path, board: Board
+) -> None:
+    """The simulated lead's answer (cachetools, seed 18: one task of 67 failing tests that three bugs
+    break; each attempt fixed two and ran out of turns, and a task lands only whole): one part per
+    test file its check runs, the claims shared. The split goes through the steering tool as written;
+    a check that runs one file, or an attempt that ended another way, is reassigned as before."""
+    verify = "python -m pytest -q tests/test_a.py tests/test_b.py::TestB::test_x tests/test_b.py::test_y"
+    states = {"T1": TaskState("T1", "done"), "T2": TaskState("T2", "escalated", attempts=2)}
+    plan = Plan(
+        goal="g",
+        tasks=(
+            Task(id="T1", title="one", verify="true"),
+            Task(id="T2", title="two", verify=verify, claims=("src/m.py",), allow_shared_claims=True),
+        ),
+    )
+    why = "halted: turn limit reached (60 model calls)"
+    [case] = escalations.read_brief(escalation_brief(plan, states, ["T2"], {"T2": why}))
+    step = escalations.decide(case)
+    assert step.tool == "split_task", step
+    parts = step.arguments["into"]
+    assert [(p["id"], p["verify"]) for p in parts] == [
+        ("T2-1", "python -m pytest -q tests/test_a.py"),
+        ("T2-2", "python -m pytest -q tests/test_b.py::TestB::test_x tests/test_b.py::test_y"),
+    ]
+    assert all(p["claims"] == ["src/m.py"] and p["allow_shared_claims"] for p in parts)
+    board.plan = plan
+    tools = EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed())
+    text, error = call(tools, "split_task", **step.arguments)
+    assert not error, text
+    assert [t.id for t in board.plan.tasks] == ["T1", "T2-1", "T2-2", "T2"]
+    for other_verify, other_why in (
+        (verify, "verify → exit 1"),
+        ("python -m pytest -q tests/test_a.py", why),
+    ):
+        other = Plan(goal="g", tasks=(plan.tasks[0], Task(id="T2", title="two", verify=other_verify)))
+        [case] = escalations.read_brief(escalation_brief(other, states, ["T2"], {"T2": other_why}))
+        assert escalations.decide(case).tool == "reassign", other_why

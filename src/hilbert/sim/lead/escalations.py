@@ -5,9 +5,11 @@ For each escalated task, in the brief's order:
 
 - its check can never pass (pytest collected nothing or cannot find the file: exit 4 or 5, "no tests
   ran", "not found"), or the lead reopened it before and it failed again → `mark_impossible`;
+- its attempts ran out of turns on a check that runs several test files → `split_task`, one part per
+  file (a task that several bugs break is more than one attempt's work; each part's may be one);
 - otherwise → `reassign`, with a note fitted to the reason (a merge conflict: start from the new
   tip; a claim the harness's check refuted: run the check before finishing);
-- if a reassign is refused (reopened too often), → `mark_impossible`.
+- if a reassign or a split is refused (reopened too often), → `mark_impossible`.
 
 Then each candidate held for its decision (a worker's change after it read a peer's message,
 `hilbert.fleet.tainted`): `decide_candidate`, rejecting a change that touches a test, a conftest or
@@ -19,6 +21,7 @@ only what it was told, never the file system.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +37,8 @@ _FILES = re.compile(r"^files it changes:\n```text\n(.*?)\n?```", re.MULTILINE | 
 _MESSAGE = re.compile(r"^- from [^\n]*:\n```text\n.*?```", re.MULTILINE | re.DOTALL)  # no ``` in a text
 _CHECKS = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|\.ci/|\.github/)")
 _HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
+_CLAIMS = re.compile(r"^claims: (.*)$", re.MULTILINE)
+_OUT_OF_TURNS = "turn limit reached"  # `hilbert.agent.loop`'s halt reason, as the brief quotes it
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Escalated:
     verify: str
     reopened: int
     reason: str
+    claims: tuple[str, ...] = ()
 
 
 EscalationAction = Steer | Finish
@@ -61,13 +67,12 @@ def answer_escalations(brief: str) -> Steps:
     done: list[str] = []
     for case in read_brief(brief):
         step = decide(case)
-        answer = yield step
-        if step.tool == "reassign" and not answer.ok:
-            reason = f"reassigning was refused ({answer.text.strip()[:200]}); it does not land"
-            answer = yield Steer(
-                "mark_impossible", {"task": case.task, "reason": reason}, why="Then it stops."
-            )
-        verb = "reassigned" if step.tool == "reassign" and answer.ok else "marked impossible"
+        answer, tool = (yield step), step.tool
+        if tool in ("reassign", "split_task") and not answer.ok:
+            reason = f"reopening it was refused ({answer.text.strip()[:200]}); it does not land"
+            tool = "mark_impossible"
+            answer = yield Steer(tool, {"task": case.task, "reason": reason}, why="Then it stops.")
+        verb = {"reassign": "reassigned", "split_task": "split"}.get(tool, "marked impossible")
         done.append(f"{case.task} {verb}" if answer.ok else f"{case.task}: {answer.text.strip()[:200]}")
     for proposal, paths in read_candidates(brief):
         checks = [path for path in paths if _CHECKS.search(path)]
@@ -106,12 +111,15 @@ def read_brief(brief: str) -> list[Escalated]:
         body = brief[head.end() : heads[n + 1].start() if n + 1 < len(heads) else len(brief)]
         verify = _VERIFY.search(body)
         reopened = _REOPENED.search(body)
+        claims = _CLAIMS.search(body)
+        listed = claims.group(1) if claims and claims.group(1) != "(none)" else ""
         cases.append(
             Escalated(
                 task=head.group(1),
                 verify=verify.group(1) if verify else "",
                 reopened=int(reopened.group(1)) if reopened else 0,
                 reason=body.split("why the last attempt did not land:", 1)[-1].strip(),
+                claims=tuple(c.strip() for c in listed.split(",") if c.strip()),
             )
         )
     return cases
@@ -124,6 +132,9 @@ def decide(case: Escalated) -> Steer:
     if case.reopened:
         reason = f"reopened {case.reopened} time(s) already and it still did not land"
         return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
+    if _OUT_OF_TURNS in case.reason and len(parts := split_by_file(case)) > 1:
+        why = f"{case.task} ran out of turns on {len(parts)} test files: one task per file."
+        return Steer("split_task", {"task": case.task, "into": parts}, why=why)
     if "conflict" in case.reason:
         note = (
             "The last attempt conflicted with work merged meanwhile; "
@@ -137,3 +148,34 @@ def decide(case: Escalated) -> Steer:
     return Steer(
         "reassign", {"task": case.task, "note": note}, why=f"{case.task} can be done; reassigning it."
     )
+
+
+def split_by_file(case: Escalated) -> list[dict[str, Any]]:
+    """One part per test file the task's pytest check runs (its test ids grouped by file), each with
+    the task's claims shared; [] when the check is not pytest or runs one file."""
+    try:
+        words = shlex.split(case.verify)
+    except ValueError:
+        return []
+    if "pytest" not in case.verify:
+        return []
+    files: dict[str, list[str]] = {}
+    for word in words:
+        if not word.startswith("-") and (word.endswith(".py") or ".py::" in word):
+            files.setdefault(word.split("::", 1)[0], []).append(word)
+    command = [w for w in words if not (not w.startswith("-") and (w.endswith(".py") or ".py::" in w))]
+    return [
+        {
+            "id": f"{case.task}-{n}",
+            "title": f"Part of {case.task}: make {path} pass",
+            "description": (
+                f"The lead split {case.task}: its attempts ran out of turns with the tests of "
+                f"{len(files)} files failing. This part: the tests in {path}. Fix the code; do not "
+                "change the tests."
+            ),
+            "verify": shlex.join([*command, *tests]),
+            "claims": list(case.claims),
+            "allow_shared_claims": True,
+        }
+        for n, (path, tests) in enumerate(files.items(), start=1)
+    ]
