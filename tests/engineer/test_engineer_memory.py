@@ -21,8 +21,9 @@ def shell(words: str) -> Message:
     return turn(words, "shell", command="python -m pytest -q")
 
 
-def unfinished(*steps: tuple[Message, int | None]) -> list[Edit]:
-    return unfinished_tries([m for m, _ in steps], [Observation(exit_code=code) for _, code in steps])
+def unfinished(*steps: tuple[Message, int | Observation | None]) -> list[Edit]:
+    observations = [o if isinstance(o, Observation) else Observation(exit_code=o) for _, o in steps]
+    return unfinished_tries([m for m, _ in steps], observations)
 
 
 def test_a_try_is_unfinished_until_its_outcome_is_settled() -> None:
@@ -33,6 +34,8 @@ def test_a_try_is_unfinished_until_its_outcome_is_settled() -> None:
     checking = (shell("Checking that nothing else broke."), 1)
     moved_on = (turn("Reading tests/test_n.py.", "read_file", path="tests/test_n.py"), None)
     assert unfinished(tried) == [TRY]  # cut right after the edit
+    refused = Observation("ValueError: old text found 12 times in m.py", ok=False)
+    assert unfinished((tried[0], refused)) == []  # the tool refused it: nothing to put back
     assert unfinished(tried, (rerun, 1)) == [TRY]  # ... or after a run that failed
     assert unfinished(tried, (rerun, 0)) == []  # its test passed: it keeps that
     assert unfinished(tried, (rerun, 1), back) == []  # put back

@@ -48,6 +48,11 @@ class Brief:
         return cls(task, _command_in(task) or DEFAULT_TEST_COMMAND, notes)
 
 
+def made(edit: Edit, observation: Observation) -> bool:
+    """Whether the edit tool made `edit` (over some wires a refusal is only in its words)."""
+    return observation.succeeded and not _EDIT_REFUSED.search(observation.text)
+
+
 def is_reminder(text: str, *, in_tool_output: bool = False) -> bool:
     """A reminder: a message that says "reminder" or holds a markdown checklist item `- [ ]`. In a
     tool's output (which may quote anything) only a line that starts with "Reminder" counts."""
@@ -130,7 +135,7 @@ class Desk:
         for action, observation in memory.events:
             if isinstance(action, Read):
                 self._take_page(action.path, action.end, observation)
-            elif self._made(action, observation):
+            elif made(action, observation):
                 self._apply(action)
         self.tried += memory.tried
         if memory.wide_before is not None:
@@ -142,11 +147,6 @@ class Desk:
             self.files[edit.path] = (
                 "\n".join(self.files[edit.path]).replace(edit.old, edit.new, 1).split("\n")
             )
-
-    @staticmethod
-    def _made(edit: Edit, observation: Observation) -> bool:
-        """Whether the edit tool made `edit` (over some wires a refusal is only in its words)."""
-        return observation.succeeded and not _EDIT_REFUSED.search(observation.text)
 
     def verify_wanted(self, ignore_reminders: bool) -> bool:
         """A reminder asked to run the tests and they were not run since."""
@@ -224,7 +224,7 @@ class Desk:
     def edit(self, path: str, old: str, new: str, why: str) -> Steps[bool]:
         edit = Edit(path, old, new, why=why)
         observation = yield from self.ask(edit)
-        if self._made(edit, observation):
+        if made(edit, observation):
             self._apply(edit)
             return True
         if _NOT_UNIQUE.search(observation.text):

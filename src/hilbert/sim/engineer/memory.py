@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from hilbert.context.tried import TriedEdit, first_change, tried_edits
 from hilbert.models.types import Message
 from hilbert.sim.engineer.actions import Edit, Observation, Read
+from hilbert.sim.engineer.desk import made
 
 TRY = "Maybe a "  # how the engineer words a candidate edit (`work._try`)
 KEPT = ("That test passes now", "That test gets further now")  # ... and the outcome of one it keeps
@@ -65,14 +66,13 @@ def unfinished_tries(turns: Sequence[Message], observations: Sequence[Observatio
     and the test it re-ran did not pass (a command that passed after it, or its words "That test
     passes now": it keeps such a fix), nor did it go on to other work after saying "That test gets
     further now" (kept only once the suite shows nothing else broke: a cut before that left a wrong
-    step in, cachetools seed 18). Newest first: how to undo them. An edit tool's refusal is not told
-    apart: undoing an edit never made is refused in turn."""
+    step in, cachetools seed 18). Newest first: how to undo them. An edit the tool refused is none."""
     open_: list[tuple[TriedEdit, Edit]] = []
     further = False  # the newest try got its test further: kept unless the next turns put it back
     for turn, observation in zip(turns, observations, strict=False):
         words = turn.content.strip()
         edits = [_edit(call.arguments) if call.name == "edit_file" else None for call in turn.tool_calls]
-        changes = [(first_change(e.path, e.old, e.new), e) for e in edits if e is not None]
+        changes = [(first_change(e.path, e.old, e.new), e) for e in edits if e and made(e, observation)]
         puts_back = bool(open_) and any(change.undoes(open_[-1][0]) for change, _e in changes)
         if further and not words.startswith(CHECKING) and not puts_back:
             open_.clear()  # it went on to other work: the step was kept
