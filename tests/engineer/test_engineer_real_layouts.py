@@ -675,3 +675,31 @@ def test_an_edit_whose_text_is_found_many_times_takes_in_more_lines_and_keeps_th
         steps.send(Observation(text=answer, ok=False))
     assert done.value.value is False
     assert desk.files["m.py"] == ["x = 1", "y = 0", "x = 1"]  # known still: the caller takes in more
+
+
+def test_a_class_no_traceback_blames_is_traced_before_its_lines_are_tried(tmp_path: Path) -> None:
+    """A test that calls a class and fails on its own assertion blames all of the class: its many
+    methods took an attempt's turns before the trace showed the helper one of them ran (cachetools'
+    `TLRUCache`, seed 18, whose bug was in the `_Timer.__exit__` its `with` ran). The trace comes
+    first; what it shows ran is tried, from the class's own lines down to what they call."""
+    methods = "".join(
+        f"    def limit_{n}(self, value):\n        return min(value, {n + 2})\n\n" for n in range(12)
+    )
+    (tmp_path / "clock.py").write_text(
+        "class Ticks:\n    def __init__(self):\n        self.now = 0\n\n"
+        "    def tick(self):\n        self.now += 2\n\n\n"
+        f"class Counter:\n    START = 0\n\n{methods}"
+        "    def __getitem__(self, times):\n        ticks = Ticks()\n        for _ in range(times):\n"
+        "            ticks.tick()\n        return ticks.now\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_clock.py").write_text(
+        "from clock import Counter\n\n\ndef test_count():\n    assert Counter()[3] == 3\n"
+    )
+    episode = solve(tmp_path, "tests/test_clock.py::test_count")
+    assert episode.claim.startswith("Fixed") and "self.now += 1" in episode.claim, episode.claim
+    calls = [c for m in episode.messages for c in m.tool_calls if c.name in ("shell", "edit_file")]
+    traced = [i for i, c in enumerate(calls) if "settrace" in str(c.arguments.get("command", ""))]
+    tried = [i for i, c in enumerate(calls) if c.name == "edit_file"]
+    assert traced and tried[0] > traced[0], "a line was tried before the trace (or none was traced)"
+    assert run_tests(tmp_path).returncode == 0

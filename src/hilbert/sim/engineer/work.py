@@ -262,7 +262,8 @@ def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[dict[str, dict[int, int]]
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
     """Try candidate repairs, most likely first: the suspect function's lines, then those of the
-    functions it calls in its file; then (after tracing the test) the other lines the test ran
+    functions it calls in its file (for a class no traceback blames, after the trace); then (after
+    tracing the test) the other lines the test ran
     inside functions, stepping into calls (what ran below the suspect, a call deeper at a time, then
     below the test; at each depth the suspect's file first), then those that ran as modules loaded;
     then the rest of the suspect's file.
@@ -282,7 +283,10 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             for i in range(len(desk.files[suspect.path]))
             if i not in inside and i not in callees and (seen is None or i in seen)
         ]
-        stages = [[(suspect.path, inside), (suspect.path, callees)], None, [(suspect.path, rest)]]
+        own = [(suspect.path, inside), (suspect.path, callees)]
+        stages = [own, None, [(suspect.path, rest)]]
+        if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
+            stages = [None, own, [(suspect.path, rest)]]
     for regions in stages:
         if regions is None:
             executed, loaded = yield from trace(desk, suspect)
@@ -329,6 +333,15 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         if fixed is not None:
             return fixed
     return None
+
+
+def _is_class(desk: Desk, suspect: Suspect) -> bool:
+    """Whether the suspect is a class: its lines are many methods, most of which the failing test
+    does not run, and the bug may be in what they call (cachetools' `TLRUCache`, seed 18: its lines
+    took an attempt's turns before the trace showed the `_Timer.__exit__` its `with` ran)."""
+    lines = desk.files.get(suspect.path or "", [])
+    start = suspect.span[0] if suspect.span else len(lines)
+    return start < len(lines) and lines[start].lstrip().startswith("class ")
 
 
 def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
