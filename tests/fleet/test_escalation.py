@@ -324,13 +324,14 @@ def test_the_lead_may_not_reopen_a_task_the_person_stopped(tmp_path: Path, board
     assert error and "stopped by the person" in text and board.steered == []
 
 
-def test_a_task_whose_attempts_ran_out_of_turns_on_several_test_files_is_split_one_part_per_file(
+def test_a_task_that_did_not_land_on_several_test_files_is_split_one_part_per_file(
     tmp_path: Path, board: Board
 ) -> None:
     """The simulated lead's answer (cachetools, seed 18: one task of 67 failing tests that three bugs
     break; each attempt fixed two and ran out of turns, and a task lands only whole): one part per
-    test file its check runs, the claims shared. The split goes through the steering tool as written;
-    a check that runs one file, or an attempt that ended another way, is reassigned as before."""
+    test file its check runs, the claims shared (also when the stop gate still refused: seed 19). The
+    split goes through the steering tool as written; a check that runs one file, or a merge conflict
+    (the fix is there, the tip moved), is reassigned as before."""
     verify = "python -m pytest -q tests/test_a.py tests/test_b.py::TestB::test_x tests/test_b.py::test_y"
     states = {"T1": TaskState("T1", "done"), "T2": TaskState("T2", "escalated", attempts=2)}
     plan = Plan(
@@ -355,10 +356,11 @@ def test_a_task_whose_attempts_ran_out_of_turns_on_several_test_files_is_split_o
     text, error = call(tools, "split_task", **step.arguments)
     assert not error, text
     assert [t.id for t in board.plan.tasks] == ["T1", "T2-1", "T2-2", "T2"]
-    for other_verify, other_why in (
-        (verify, "verify → exit 1"),
-        ("python -m pytest -q tests/test_a.py", why),
-    ):
+    gate = "halted: the stop gate still refuses after 3 rounds: verify: 39 test(s) failed"
+    [case] = escalations.read_brief(escalation_brief(plan, states, ["T2"], {"T2": gate}))
+    assert escalations.decide(case).tool == "split_task"
+    conflict = "the merge queue: conflict in src/m.py"
+    for other_verify, other_why in ((verify, conflict), ("python -m pytest -q tests/test_a.py", why)):
         other = Plan(goal="g", tasks=(plan.tasks[0], Task(id="T2", title="two", verify=other_verify)))
         [case] = escalations.read_brief(escalation_brief(other, states, ["T2"], {"T2": other_why}))
         assert escalations.decide(case).tool == "reassign", other_why

@@ -5,8 +5,9 @@ For each escalated task, in the brief's order:
 
 - its check can never pass (pytest collected nothing or cannot find the file: exit 4 or 5, "no tests
   ran", "not found"), or the lead reopened it before and it failed again → `mark_impossible`;
-- its attempts ran out of turns on a check that runs several test files → `split_task`, one part per
-  file (a task that several bugs break is more than one attempt's work; each part's may be one);
+- it did not land (out of turns, or the stop gate still refused) and its check runs several test
+  files → `split_task`, one part per file (a task that several bugs break is more than one attempt's
+  work; each part's may be one);
 - otherwise → `reassign`, with a note fitted to the reason (a merge conflict: start from the new
   tip; a claim the harness's check refuted: run the check before finishing);
 - if a reassign or a split is refused (reopened too often), → `mark_impossible`.
@@ -38,7 +39,6 @@ _MESSAGE = re.compile(r"^- from [^\n]*:\n```text\n.*?```", re.MULTILINE | re.DOT
 _CHECKS = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|\.ci/|\.github/)")
 _HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
 _CLAIMS = re.compile(r"^claims: (.*)$", re.MULTILINE)
-_OUT_OF_TURNS = "turn limit reached"  # `hilbert.agent.loop`'s halt reason, as the brief quotes it
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ def decide(case: Escalated) -> Steer:
     if case.reopened:
         reason = f"reopened {case.reopened} time(s) already and it still did not land"
         return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
-    if _OUT_OF_TURNS in case.reason and len(parts := split_by_file(case)) > 1:
-        why = f"{case.task} ran out of turns on {len(parts)} test files: one task per file."
+    if "conflict" not in case.reason and len(parts := split_by_file(case)) > 1:
+        why = f"{case.task} did not land on {len(parts)} test files: one task per file."
         return Steer("split_task", {"task": case.task, "into": parts}, why=why)
     if "conflict" in case.reason:
         note = (
@@ -169,7 +169,7 @@ def split_by_file(case: Escalated) -> list[dict[str, Any]]:
             "id": f"{case.task}-{n}",
             "title": f"Part of {case.task}: make {path} pass",
             "description": (
-                f"The lead split {case.task}: its attempts ran out of turns with the tests of "
+                f"The lead split {case.task}: its attempts did not land with the tests of "
                 f"{len(files)} files failing. This part: the tests in {path}. Fix the code; do not "
                 "change the tests."
             ),
