@@ -5,6 +5,7 @@ from __future__ import annotations
 from hilbert.models.types import Message, ToolCall
 from hilbert.sim.engineer.actions import Edit, Observation
 from hilbert.sim.engineer.memory import unfinished_tries
+from hilbert.sim.engineer.reading import statement_end
 
 TRY = Edit("m.py", "x = a - b", "x = a + b")
 
@@ -48,3 +49,30 @@ def test_a_try_is_unfinished_until_its_outcome_is_settled() -> None:
     assert unfinished(tried, (rerun, 1), further, next_try) == [another]  # the step kept, a new try open
     cheat = (edit("This test is flaky.", Edit("t.py", "def test", "@skip\ndef test")), None)
     assert unfinished(cheat) == []  # not a try of its search
+
+
+def test_a_try_answered_not_run_and_made_again_is_one_try() -> None:
+    """Over OpenAI's chat wire a "not run" answer (a resumed conversation) loses its error mark: the
+    engineer makes the same edit again, and putting it back once settles it (found by review)."""
+    tried = edit("Maybe a arithmetic bug: trying `-` -> `+`.", TRY)
+    back = edit("That was not it; putting the line back.", Edit("m.py", TRY.new, TRY.old))
+    not_run = Observation("not run: the run was interrupted", ran=False)
+    assert unfinished((tried, not_run), (tried, None), (shell("Re-running t."), 1), (back, None)) == []
+    assert unfinished((tried, None), (tried, None)) == [TRY]  # the same try twice is one to put back
+
+
+def test_a_step_forward_is_a_later_statement_and_a_loop_header_is_not_its_body() -> None:
+    lines = [
+        "    def test_x(self):",
+        "        for value in make(",
+        "            3):",
+        "            self.assertEqual(",
+        "                value, 1)",
+        "        done()",
+    ]
+    span = (0, len(lines))
+    assert statement_end(lines, span, 1) == 2  # the `for` header ends at its second line
+    assert statement_end(lines, span, 3) == 4  # the assertion spread over two lines
+    assert statement_end(lines, span, 5) == 5
+    assert statement_end(lines, span, 0) == 0  # the `def` line: no statement of the test
+    assert statement_end(["    def broken(:"], (0, 1), 0) == 0  # does not parse: the line itself

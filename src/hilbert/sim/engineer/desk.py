@@ -96,7 +96,8 @@ class Desk:
         self.wide_before: TestReport | None = None
         self.steps = 0
         self.last_full_run = -1
-        # edits an earlier attempt made and put back, as its feedback lists them
+        # edits an earlier attempt made and put back, as its feedback lists them, and this attempt's
+        # before a cut, as the pinned state lists them
         self.tried: list[TriedEdit] = []
         for text in (brief.task, *brief.notes):  # an earlier attempt's, or this one's before a cut
             for header in (TRIED, TRIED_HERE):

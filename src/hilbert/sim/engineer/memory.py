@@ -8,9 +8,12 @@ start of their notes still reads the pages left, it takes in what they show inst
 - the pages of files read there, with the edits made after them (no re-reading what it can see);
 - the tries made there and put back (tried last this time, as an earlier attempt's are);
 - the whole suite as it failed before the first edit (`work._before_first_edit`), when that run is there;
-- the tries whose outcome it never saw (`unfinished`: no turn put them back, nor said the test
-  passed or got further): put back first, or it would read a wrong try as the code and search on
-  top of it (cachetools' `LFUCache`, seed 18: `-= 0` -> `+= 0` taken for the code).
+- the tries whose outcome it never saw settled (`unfinished_tries`): put back first, or it would read
+  a wrong try as the code and search on top of it (cachetools' `LFUCache`, seed 18: `-= 0` -> `+= 0`
+  taken for the code). A try whose own test passed counts as kept before the whole suite is checked
+  (a fix it undid was recorded as tried in vain, and later attempts tried it last); the merge queue
+  still refuses one that breaks another test. The undo itself is recorded as a try put back (in the
+  pinned state and the next attempt's list): a right fix undone so is tried again, but last.
 
 Read from hilbert's own tools (`read_file`, `edit_file`, `shell`) and the engineer's own words; from
 another dialect's turns nothing is remembered (the engineer starts over as before).
@@ -70,6 +73,8 @@ def unfinished_tries(turns: Sequence[Message], observations: Sequence[Observatio
     open_: list[tuple[TriedEdit, Edit]] = []
     further = False  # the newest try got its test further: kept unless the next turns put it back
     for turn, observation in zip(turns, observations, strict=False):
+        if not observation.ran:  # answered "not run" (a resumed conversation): it is made again later
+            continue
         words = turn.content.strip()
         edits = [_edit(call.arguments) if call.name == "edit_file" else None for call in turn.tool_calls]
         changes = [(first_change(e.path, e.old, e.new), e) for e in edits if e and made(e, observation)]
@@ -84,7 +89,7 @@ def unfinished_tries(turns: Sequence[Message], observations: Sequence[Observatio
             undone = next((pair for pair in open_ if change.undoes(pair[0])), None)
             if undone is not None:
                 open_.remove(undone)
-            elif words.startswith(TRY):
+            elif words.startswith(TRY) and not any(change.same_change(pair[0]) for pair in open_):
                 open_.append((change, edit))
     return [edit for _change, edit in reversed(open_)]
 

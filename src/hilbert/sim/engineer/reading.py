@@ -295,8 +295,9 @@ def failed_at(output: str, path: str) -> int | None:
 def statement_end(lines: list[str], span: tuple[int, int], index: int) -> int:
     """The last 0-based line of the innermost statement that holds line `index` in the function at
     `span` (0-based [start, end)): a failure reported at another line of the same statement (a call
-    on the second line of an `assertEqual(` spread over three) is no further on. `index` itself when
-    it is outside the span or the function does not parse (read in part)."""
+    on the second line of an `assertEqual(` spread over three) is no further on. Of a compound
+    statement (`for`, `with`, `if`), the header's last line: its body is further on. `index` itself
+    when it is outside the span, on the `def` line, or the function does not parse (read in part)."""
     if not span[0] <= index < span[1]:
         return index
     try:
@@ -304,11 +305,17 @@ def statement_end(lines: list[str], span: tuple[int, int], index: int) -> int:
     except SyntaxError:
         return index
     line = index - span[0] + 1
-    holding = [
-        (node.lineno, node.end_lineno or node.lineno)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno)
-    ]
+    holding = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or not node.lineno <= line <= (node.end_lineno or node.lineno):
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and line < body[0].lineno:  # its header: `for x in f(`
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # the test's own `def` line (or a decorator): no statement of it
+            holding.append((node.lineno, body[0].lineno - 1))
+        else:
+            holding.append((node.lineno, node.end_lineno or node.lineno))
     if not holding:
         return index
     _first, last = min(holding, key=lambda found: found[1] - found[0])

@@ -271,7 +271,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
-    later: list[tuple[str, Candidate]] = []  # the edits an earlier attempt made and undid
+    later: list[tuple[str, Candidate]] = []  # edits made and undone before (`desk.tried`): last
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
     if suspect.path:
@@ -357,7 +357,8 @@ def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
 
 def _before_first_edit(desk: Desk, suspect: Suspect) -> Steps[int | None]:
     """What is known before a line is changed: what the whole suite fails (when the task's command
-    runs only its own tests; once an attempt), and where the suspect's test fails (`_reached`).
+    runs only its own tests; once an attempt, or again after a restart whose turns lost that run),
+    and where the suspect's test fails (`_reached`).
 
     Taken before the first edit, not once a fix passes and the suite fails elsewhere, so that learning
     what failed before never means undoing a fix: a compaction between the undo and the redo would
