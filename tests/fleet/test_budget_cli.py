@@ -51,6 +51,16 @@ def start(cwd: Path, args: list[str], environment: dict[str, str]) -> subprocess
     )
 
 
+def stop(process: subprocess.Popen[str]) -> None:
+    """Killed and reaped, its pipe closed: a process left running when a check failed must not turn
+    into another test's failure (a ResourceWarning, raised where it is collected)."""
+    process.kill()
+    process.communicate()
+
+
+FINISH_S = 600  # a run that goes on after an answer: minutes on a machine at load 10, not seconds
+
+
 def the_run(cwd: Path, before: set[str], within_s: float = 60.0) -> str:
     deadline = time.monotonic() + within_s
     runs = cwd / "home" / "runs"
@@ -101,10 +111,10 @@ def test_a_soft_cap_asks_and_approve_resumes_a_hard_cap_halts_with_the_work_kept
             assert "raised task_usd of task T1 by $100.00" in approved.stdout, approved.stdout
             assert "the waiting work goes on within a second" in approved.stdout
             # it goes on until its 5th model call reaches the turns cap, asks B2, and is killed there
-            killed, _ = live.communicate(timeout=240)
+            killed, _ = live.communicate(timeout=FINISH_S)
             assert live.returncode == -9 and "B2" not in killed.split("budget_asked", 1)[0], killed[-3000:]
         finally:
-            live.kill()
+            stop(live)
         down = hilbert("status", "--run", run, cwd=tmp_path).stdout
         assert "waiting for you: B2 — task T1 reached its soft cap task_turns (5 turns of 5 turns)" in down, (
             down
@@ -117,9 +127,9 @@ def test_a_soft_cap_asks_and_approve_resumes_a_hard_cap_halts_with_the_work_kept
             assert "waiting for you: B2" in again and "B3" not in again and "interrupted" not in again, again
             approved = hilbert("approve", "B2", "--run", run, cwd=tmp_path)  # by the cap as set: 5 turns
             assert "raised task_turns of task T1 by 5 turns to 10 turns" in approved.stdout, approved.stdout
-            out, _ = resumed.communicate(timeout=240)
+            out, _ = resumed.communicate(timeout=FINISH_S)
         finally:
-            resumed.kill()
+            stop(resumed)
         assert resumed.returncode == 0, out[-3000:]
         assert "1 of 1 tasks merged onto hilbert/integration" in out, out[-3000:]
         assert "  spent: $0.0" in out and "task_usd T1 $" in out, out[-2000:]

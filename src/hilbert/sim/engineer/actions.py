@@ -6,6 +6,7 @@ call of the tools a request offers, and turns the tool's answer back into an `Ob
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -99,3 +100,14 @@ class Observation:
     @property
     def succeeded(self) -> bool:
         return self.ok and self.exit_code in (None, 0)
+
+
+_MANY = r"found (?:[2-9]|[1-9]\d+) times|not unique|more than once"  # the text is right, not unique
+NOT_UNIQUE = re.compile(_MANY, re.IGNORECASE)
+# an edit tool's refusal, read from its text: over some wires (OpenAI's chat) a tool error loses its mark
+_EDIT_REFUSED = re.compile(rf"{_MANY}|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M)
+
+
+def made(edit: Edit, observation: Observation) -> bool:
+    """Whether the edit tool made `edit` (over some wires a refusal is only in its words)."""
+    return observation.succeeded and not _EDIT_REFUSED.search(observation.text)

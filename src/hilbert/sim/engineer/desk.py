@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from hilbert.context.tried import NEXT_LINE, TRIED, TRIED_HERE, TriedEdit
-from hilbert.sim.engineer.actions import Action, Edit, Observation, Read, Run
+from hilbert.sim.engineer.actions import NOT_UNIQUE, Action, Edit, Observation, Read, Run, made
 from hilbert.sim.engineer.reading import TestReport, numbered_page, read_pytest
 
 if TYPE_CHECKING:
@@ -24,10 +24,6 @@ T = TypeVar("T")
 Steps = Generator[Action, Observation, T]
 
 DEFAULT_TEST_COMMAND = "python -m pytest -q"
-_MANY = r"found (?:[2-9]|[1-9]\d+) times|not unique|more than once"  # the text is right, not unique
-_NOT_UNIQUE = re.compile(_MANY, re.IGNORECASE)
-# an edit tool's refusal, read from its text: over some wires (OpenAI's chat) a tool error loses its mark
-_EDIT_REFUSED = re.compile(rf"{_MANY}|\bnot found\b|\brefused\b|^\w*Error\b", re.I | re.M)
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _TRIED_LINE = re.compile(r"^- (\S+): `(.*?)` -> `(.*?)`(?: after `(.*?)`)?(?: before `(.*?)`)?$", re.M)
 _REMINDER = re.compile(r"\breminders?\b|^\s*[-*] \[ \]", re.IGNORECASE | re.MULTILINE)
@@ -46,11 +42,6 @@ class Brief:
     @classmethod
     def from_task(cls, task: str, notes: tuple[str, ...] = ()) -> Brief:
         return cls(task, _command_in(task) or DEFAULT_TEST_COMMAND, notes)
-
-
-def made(edit: Edit, observation: Observation) -> bool:
-    """Whether the edit tool made `edit` (over some wires a refusal is only in its words)."""
-    return observation.succeeded and not _EDIT_REFUSED.search(observation.text)
 
 
 def is_reminder(text: str, *, in_tool_output: bool = False) -> bool:
@@ -228,7 +219,7 @@ class Desk:
         if made(edit, observation):
             self._apply(edit)
             return True
-        if _NOT_UNIQUE.search(observation.text):
+        if NOT_UNIQUE.search(observation.text):
             return False  # the text is right but not unique in the file: the caller takes in more
         self.files.pop(path, None)  # what we thought the file holds is wrong: read it again
         self.seen.pop(path, None)

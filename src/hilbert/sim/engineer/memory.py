@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 from hilbert.context.tried import TriedEdit, first_change, tried_edits
 from hilbert.models.types import Message
-from hilbert.sim.engineer.actions import Edit, Observation, Read
-from hilbert.sim.engineer.desk import made
+from hilbert.sim.engineer.actions import Edit, Observation, Read, made
 
 TRY = "Maybe a "  # how the engineer words a candidate edit (`work._try`)
 KEPT = ("That test passes now", "That test gets further now")  # ... and the outcome of one it keeps
