@@ -95,7 +95,7 @@ def test_a_soft_cap_asks_and_approve_resumes_a_hard_cap_halts_with_the_work_kept
 
         # soft caps, priced now: the task's first model call reaches its dollars; its worker waits for you
         (tmp_path / "hilbert.toml").write_text(
-            SETTINGS + "[budget]\ntask_usd = 0.0001\ntask_turns = 5\n\n" + PRICE
+            SETTINGS + "[budget]\ntask_usd = 0.0001\ntask_turns = 6\n\n" + PRICE
         )
         crash = {**env(tmp_path), "HILBERT_CRASH_AT": "budget_asked:2"}  # dies once it asks again: a kill
         live = start(tmp_path, run_args, crash)
@@ -110,13 +110,13 @@ def test_a_soft_cap_asks_and_approve_resumes_a_hard_cap_halts_with_the_work_kept
             assert approved.returncode == 0, approved.stderr
             assert "raised task_usd of task T1 by $100.00" in approved.stdout, approved.stdout
             assert "the waiting work goes on within a second" in approved.stdout
-            # it goes on until its 5th model call reaches the turns cap, asks B2, and is killed there
+            # it goes on until its 6th model call reaches the turns cap, asks B2, and is killed there
             killed, _ = live.communicate(timeout=FINISH_S)
             assert live.returncode == -9 and "B2" not in killed.split("budget_asked", 1)[0], killed[-3000:]
         finally:
             stop(live)
         down = hilbert("status", "--run", run, cwd=tmp_path).stdout
-        assert "waiting for you: B2 — task T1 reached its soft cap task_turns (5 turns of 5 turns)" in down, (
+        assert "waiting for you: B2 — task T1 reached its soft cap task_turns (6 turns of 6 turns)" in down, (
             down
         )
         assert f"once you resume it (`hilbert run --resume {run}`)" in down, down
@@ -125,8 +125,8 @@ def test_a_soft_cap_asks_and_approve_resumes_a_hard_cap_halts_with_the_work_kept
         try:
             again = status_until(tmp_path, run, " T1     paused ")
             assert "waiting for you: B2" in again and "B3" not in again and "interrupted" not in again, again
-            approved = hilbert("approve", "B2", "--run", run, cwd=tmp_path)  # by the cap as set: 5 turns
-            assert "raised task_turns of task T1 by 5 turns to 10 turns" in approved.stdout, approved.stdout
+            approved = hilbert("approve", "B2", "--run", run, cwd=tmp_path)  # by the cap as set: 6 turns
+            assert "raised task_turns of task T1 by 6 turns to 12 turns" in approved.stdout, approved.stdout
             out, _ = resumed.communicate(timeout=FINISH_S)
         finally:
             stop(resumed)
@@ -136,14 +136,15 @@ def test_a_soft_cap_asks_and_approve_resumes_a_hard_cap_halts_with_the_work_kept
         pr = (tmp_path / "home" / "runs" / run / "PR.md").read_text()
         assert "Spend and budgets:" in pr and "- budgets: task_usd T1 $" in pr, pr
 
-        # a hard cap on turns: the task halts after its worker's edit (its 6th model call), the edit kept
+        # a hard cap on turns: the task halts after its worker's edit (its 7th model call: the whole suite
+        # is run once before the first edit), the edit kept
         (tmp_path / "hilbert.toml").write_text(SETTINGS + PRICE)
         before = {p.name for p in (tmp_path / "home" / "runs").iterdir()}
-        hard = hilbert(*run_args, "--budget", "task_turns=6", "--budget", "hard=task_turns", cwd=tmp_path)
+        hard = hilbert(*run_args, "--budget", "task_turns=7", "--budget", "hard=task_turns", cwd=tmp_path)
         assert hard.returncode == 1, hard.stdout[-3000:] + hard.stderr
         halted = the_run(tmp_path, before)
         assert "  T1: needs you" in hard.stdout, hard.stdout[-3000:]
-        assert "B1 — task T1 reached its hard cap task_turns (6 turns of 6 turns): its work halted, kept" in (
+        assert "B1 — task T1 reached its hard cap task_turns (7 turns of 7 turns): its work halted, kept" in (
             hard.stdout
         ), hard.stdout[-3000:]
         assert f"`hilbert retry {halted} T1` goes on" in hard.stdout
