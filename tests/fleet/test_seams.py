@@ -45,9 +45,12 @@ SECRET = "HILBERT_SEAM_TEST_SECRET"
 
 
 def child_env(home: Path) -> dict[str, str]:
-    """All a child gets from the harness: where programs are, a home of its own. No keys, no secrets."""
+    """All a child gets from the harness: where programs are, a home of its own. No keys, no secrets.
+    No bytecode written, as hilbert's runner does for its workers: an edit back and forth within one
+    second keeps a file's size and mtime, so a cached `.pyc` of the line tried before would be run."""
     home.mkdir(parents=True, exist_ok=True)
-    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+    return {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 async def run_child(request: dict[str, Any], cwd: Path, env: dict[str, str], emit: Emit) -> AgentResult:
@@ -210,7 +213,7 @@ def assert_merged_green_gated_and_scrubbed(result: FleetResult, events: list[Any
         # the stop gate sent it back once (it stopped early), then accepted its fix
         rounds = [e.data for e in events if e.kind == "gate_verdict" and e.data["task"] == workers[worker]]
         verdicts = [r["verdict"] for r in rounds]
-        # (one fresh-clone CI run under heavy load saw a second send-back; its reasons were not printed then)
+        # (CI saw up to four send-backs when the child wrote bytecode: an edit undone within a second ran stale)
         said = [(r["verdict"], r["reasons"]) for r in rounds]
         assert verdicts[0] == "not_done" and verdicts[-1] == "done" and len(verdicts) <= 3, said
         assert [e.data["by"] for e in mine if e.kind == "message_injected"] == ["stop_gate"] * (

@@ -193,6 +193,9 @@ class _Runner:
         self.env = {
             **os.environ,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            # as hilbert's runner: an edit undone within a second keeps the file's size and mtime,
+            # and a cached `.pyc` of the line tried before would be what the next test run imports
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
         self.env.update(env or {})
 
