@@ -9,6 +9,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -703,3 +704,76 @@ def test_a_class_no_traceback_blames_is_traced_before_its_lines_are_tried(tmp_pa
     tried = [i for i, c in enumerate(calls) if c.name == "edit_file"]
     assert traced and tried[0] > traced[0], "a line was tried before the trace (or none was traced)"
     assert run_tests(tmp_path).returncode == 0
+
+
+def _busy(name: str, lines: int) -> str:
+    """A helper of many one-token-repairable lines."""
+    body = "".join(f"    total = total + (x if x > {n} else {n + 1}) * {n % 3 + 1}\n" for n in range(lines))
+    loop = textwrap.indent(body, "    ")
+    return f"def {name}(items):\n    total = 0\n    for x in items:\n{loop}    return total\n\n\n"
+
+
+DISPATCH = {
+    "pick.py": (
+        _busy("_plain", 14) + _busy("_weighted", 14) + "def _counted(items, counts):\n"
+        "    out = []\n"
+        "    remaining = 0\n\n"
+        "    def feed(i):\n"
+        "        nonlocal remaining\n"
+        "        remaining -= i + 1\n"
+        "        return remaining\n\n"
+        "    for item, count in zip(items, counts):\n"
+        "        remaining = count\n"
+        "        out.append((item, -feed(1)))\n"
+        "    return out\n\n\n"
+        "def pick(items, weights=None, counts=None):\n"
+        "    if weights is not None and counts is not None:\n"
+        "        raise TypeError('weights or counts, not both')\n"
+        "    if weights is not None:\n"
+        "        return _weighted(items)\n"
+        "    if counts is not None:\n"
+        "        return _counted(items, counts)\n"
+        "    return _plain(items)\n"
+    ),
+    "tests/test_pick.py": (
+        "from pick import pick\n\n\n"
+        "def test_counts():\n    assert pick(['a', 'b'], counts=[3, 5]) == [('a', -1), ('b', -3)]\n"
+    ),
+}
+
+
+def test_what_a_suspect_hands_its_work_to_is_the_helper_the_test_ran_not_every_function_it_calls(
+    tmp_path: Path,
+) -> None:
+    """The suspect dispatches to one of three helpers of its file by its arguments, and the bug is in a
+    function nested in the one the test ran (more-itertools' `sample` -> `_sample_counted`'s `feed`,
+    seeds 17 and 19): the helpers the test did not run are not tried before it (their many lines took
+    the attempts' turns), and a `not` before each of the suspect's lines waits for the trace."""
+    bug = ("pick.py", "remaining -= i + 1", "remaining -= i - 1")
+    episode = solve_in_one_attempt(tmp_path, DISPATCH, bug, "tests/test_pick.py::test_counts")
+    assert episode.claim.startswith("Fixed") and "remaining -= i + 1" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    edits = tool_arguments(episode.messages, "edit_file")
+    assert not any("total" in e["old"] for e in edits), edits  # `_plain`, `_weighted`: not run, untried
+
+
+def test_the_lines_every_failing_test_ran_are_tried_before_those_only_the_first_one_ran(
+    tmp_path: Path,
+) -> None:
+    """The first failing test runs two of the suspect's helpers (more-itertools' `test_counts` compares
+    `sample` with counts to `sample` without), the others only the one with the bug: the lines every
+    failing test ran come first, so the other helper's many lines are not tried before the bug's."""
+    files = dict(DISPATCH)
+    files["tests/test_pick.py"] = (
+        "from pick import pick\n\n\n"
+        "def test_counts_like_plain():\n"
+        "    assert pick([1, 2]) > 0\n"
+        "    assert pick(['a', 'b'], counts=[3, 5]) == [('a', -1), ('b', -3)]\n\n\n"
+        "def test_counts():\n    assert pick(['c'], counts=[4]) == [('c', -2)]\n"
+    )
+    bug = ("pick.py", "remaining -= i + 1", "remaining -= i - 1")
+    episode = solve_in_one_attempt(tmp_path, files, bug, "tests/test_pick.py::test_counts_like_plain")
+    assert episode.claim.startswith("Fixed") and "remaining -= i + 1" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    edits = tool_arguments(episode.messages, "edit_file")
+    assert not any("total" in e["old"] for e in edits), edits  # `_plain`: the first test's alone

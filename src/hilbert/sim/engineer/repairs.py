@@ -55,7 +55,7 @@ def candidates(
                 if new_line in made:
                     continue
                 made.add(new_line)
-                adds_not = rewrite.operator == "negation" and len(new_line) > len(text)
+                adds_not = _adds_not(rewrite.operator, text, new_line)
                 if index in blamed or index in guards:  # the raise, then its guards, nearest first
                     rank, place = (1 if adds_not else 0), guards.get(index, -1)
                 else:
@@ -64,6 +64,15 @@ def candidates(
                 order += 1
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
+
+
+def adds_not(candidate: Candidate, lines: Sequence[str]) -> bool:
+    """Whether the repair puts a `not` before a line: it fits almost any line, so it comes last."""
+    return _adds_not(candidate.operator, lines[candidate.index], candidate.line)
+
+
+def _adds_not(operator: str, line: str, new_line: str) -> bool:
+    return operator == "negation" and len(new_line) > len(line)
 
 
 def _raising_functions(lines: list[str], blamed: Sequence[int]) -> set[int]:

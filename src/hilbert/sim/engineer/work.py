@@ -38,11 +38,12 @@ from hilbert.sim.engineer.reading import (
     test_span,
     tested_names,
 )
-from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
-from hilbert.sim.engineer.tracing import executed_lines, trace_command
+from hilbert.sim.engineer.repairs import Candidate, adds_not, candidates, unique_edit
+from hilbert.sim.engineer.tracing import FROM_TEST, executed_lines, trace_command
 
 MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
+MAX_TRACES = 3  # failing tests traced to find the lines they all run
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
 MAX_WINDOWS = 6  # windows of a long file read to see one definition whole (each twice the last)
 WINDOW = 40  # lines read around what grep or a trace found in a long file
@@ -253,71 +254,93 @@ def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
     return lines
 
 
-def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[dict[str, dict[int, int]], dict[str, set[int]]]]:
+Traced = dict[str, dict[int, int]]  # product file -> 0-based line -> rank (`tracing.executed_lines`)
+
+
+def trace(
+    desk: Desk, suspect: Suspect, others: list[str]
+) -> Steps[tuple[Traced, dict[str, set[int]], dict[str, set[int]] | None]]:
+    """What the suspect's test runs (lines and their ranks; lines run as modules loaded) and, when
+    other tests fail, the lines of those it ran that every one of (up to `MAX_TRACES`) ran too (None:
+    no other failing test was traced): a line every failing test runs is the likelier bug."""
     why = f"Tracing which lines {suspect.test_id} runs, to look where it goes wrong."
     within = (suspect.path, suspect.function) if suspect.path and suspect.function else None
     observation = yield from desk.ask(Run(trace_command(suspect.test_id, within), why=why))
-    return executed_lines(observation.text)
+    executed, loaded = executed_lines(observation.text)
+    common: dict[str, set[int]] | None = None
+    for test_id in others[: MAX_TRACES - 1]:
+        why = f"Tracing {test_id} too: the lines every failing test runs are the likelier place."
+        observation = yield from desk.ask(Run(trace_command(test_id, within), why=why))
+        ran, _ = executed_lines(observation.text)
+        if ran:
+            common = {
+                path: set(lines) & set(ran.get(path, ())) for path, lines in (common or executed).items()
+            }
+    return executed, loaded, common
+
+
+TRACE, NOTS = "trace", "nots"  # stages of `repair`: what the trace shows; the deferred `not`s
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs, most likely first: the suspect function's lines, then those of the
-    functions it calls in its file (for a class no traceback blames, after the trace); then (after
-    tracing the test) the other lines the test ran
-    inside functions, stepping into calls (what ran below the suspect, a call deeper at a time, then
-    below the test; at each depth the suspect's file first), then those that ran as modules loaded;
-    then the rest of the suspect's file.
+    """Try candidate repairs, most likely first: the suspect function's lines (a `not` put before
+    one of them waits, it fits almost any line), then, after tracing the test, the other lines the
+    test ran inside functions, stepping into calls: what ran below the suspect, a call deeper at a
+    time (at each depth the suspect's file first: the helpers of its file that the test ran, not
+    every function it may call); then the suspect's `not`s; then what ran below the test, then
+    what ran as modules loaded; then the rest of the suspect's file. For a class no traceback
+    blames, the trace comes first.
     Return the suite's report once one fixes the test without breaking another, or gets it further
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
     later: list[tuple[str, Candidate]] = []  # edits made and undone before (`desk.tried`): last
+    nots: list[tuple[str, Candidate]] = []  # the suspect's own `not`s, until the trace's callees
     inside, callees = own_lines(desk, suspect)
-    stages: list[list[tuple[str, list[int]]] | None] = [None]  # None: what the trace shows
+    stages: list[list[tuple[str, list[int]] | str] | str] = [TRACE]
     if suspect.path:
         seen = (
             desk.seen.get(suspect.path) if suspect.path in desk.unread else None
         )  # a long file: what was read
         rest = [
-            i
-            for i in range(len(desk.files[suspect.path]))
-            if i not in inside and i not in callees and (seen is None or i in seen)
+            i for i in range(len(desk.files[suspect.path])) if i not in inside and (seen is None or i in seen)
         ]
-        own = [(suspect.path, inside), (suspect.path, callees)]
-        stages = [own, None, [(suspect.path, rest)]]
+        own: list[tuple[str, list[int]] | str] = [(suspect.path, inside)]
+        stages = [own, TRACE, [(suspect.path, rest)]]
         if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
-            stages = [None, own, [(suspect.path, rest)]]
-    for regions in stages:
-        if regions is None:
-            executed, loaded = yield from trace(desk, suspect)
-            first = sorted(executed, key=lambda path: path != suspect.path)
-            ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
-            regions = [  # below the suspect, then below the test, a call at a time: stepping in
-                (path, sorted(i for i, at in executed[path].items() if at == rank))
-                for rank in ranks
-                for path in first
-                if rank in executed[path].values()
-            ]
-            regions += [
-                (path, sorted(loaded[path])) for path in sorted(loaded, key=lambda p: p != suspect.path)
-            ]
-        for path, indices in regions:
-            lines = desk.files.get(path)
-            for index in indices:
-                if lines is None or (path in desk.unread and index not in desk.seen[path]):
-                    lines = yield from desk.read_window(path, index + 1, index + WINDOW)
-                    if lines is None:
-                        break
-            if lines is None:
-                continue
-            todo = [i for i in indices if (path, i) not in done and i < len(lines)]
-            done.update((path, i) for i in todo)
-            blamed = suspect.blamed if path == suspect.path else ()
-            known = desk.seen.get(path) if path in desk.unread else None
-            for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
-                if desk.tried_before(path, candidate.index, candidate.line):
-                    later.append((path, candidate))  # an earlier attempt made and undid it: last
+            stages = [TRACE, own, [(suspect.path, rest)]]
+    trace_at = stages.index(TRACE)
+    for stage, regions in enumerate(stages):
+        if isinstance(regions, str):  # TRACE
+            others = [test for test in before.failed if test != suspect.test_id]
+            executed, loaded, common = yield from trace(desk, suspect, others)
+            regions = _traced(suspect, executed, loaded, callees, common)
+        for region in regions:
+            queue: list[tuple[str, Candidate]] = []
+            if isinstance(region, str):  # NOTS
+                queue, nots = nots, []
+            else:
+                path, indices = region
+                lines = desk.files.get(path)
+                for index in indices:
+                    if lines is None or (path in desk.unread and index not in desk.seen[path]):
+                        lines = yield from desk.read_window(path, index + 1, index + WINDOW)
+                        if lines is None:
+                            break
+                if lines is None:
                     continue
+                todo = [i for i in indices if (path, i) not in done and i < len(lines)]
+                done.update((path, i) for i in todo)
+                blamed = suspect.blamed if path == suspect.path else ()
+                known = desk.seen.get(path) if path in desk.unread else None
+                for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
+                    if desk.tried_before(path, candidate.index, candidate.line):
+                        later.append((path, candidate))  # an earlier attempt made and undid it: last
+                    elif stage < trace_at and adds_not(candidate, lines):
+                        nots.append((path, candidate))
+                    else:
+                        queue.append((path, candidate))
+            for path, candidate in queue:
                 if tries >= MAX_TRIES:
                     return None
                 if tries == 0:
@@ -333,6 +356,50 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         if fixed is not None:
             return fixed
     return None
+
+
+def _traced(
+    suspect: Suspect,
+    executed: Traced,
+    loaded: dict[str, set[int]],
+    callees: list[int],
+    common: dict[str, set[int]] | None = None,
+) -> list[tuple[str, list[int]] | str]:
+    """The regions a trace orders: below the suspect, then (`NOTS`) its own `not`s, then below the
+    test, a call at a time: stepping in (first, when other failing tests were traced, the lines
+    they all ran, in the same order); then what ran as modules loaded. Without a trace of the
+    suspect's file (the tracer's output not read), the functions the suspect calls in its file."""
+    regions: list[tuple[str, list[int]] | str] = []
+    if common is not None:
+        shared = {
+            path: {i: r for i, r in lines.items() if i in common.get(path, ())}
+            for path, lines in executed.items()
+        }
+        regions += [r for r in _stepping_in(suspect, shared) if r != NOTS]
+    regions += _stepping_in(suspect, executed)
+    if suspect.path and suspect.path not in executed:
+        regions.insert(0, (suspect.path, callees))
+    modules = sorted(loaded, key=lambda path: path != suspect.path)
+    return regions + [(path, sorted(loaded[path])) for path in modules]
+
+
+def _stepping_in(suspect: Suspect, executed: Traced) -> list[tuple[str, list[int]] | str]:
+    """Below the suspect, a call deeper at a time (its file first at each depth), `NOTS`, then below
+    the test in the same way."""
+    first = sorted(executed, key=lambda path: path != suspect.path)
+    ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
+    regions: list[tuple[str, list[int]] | str] = []
+    for rank in ranks:
+        if rank >= FROM_TEST and NOTS not in regions:
+            regions.append(NOTS)
+        regions += [
+            (path, sorted(i for i, at in executed[path].items() if at == rank))
+            for path in first
+            if rank in executed[path].values()
+        ]
+    if NOTS not in regions:
+        regions.append(NOTS)
+    return regions
 
 
 def _is_class(desk: Desk, suspect: Suspect) -> bool:
