@@ -777,3 +777,41 @@ def test_the_lines_every_failing_test_ran_are_tried_before_those_only_the_first_
     assert run_tests(tmp_path).returncode == 0
     edits = tool_arguments(episode.messages, "edit_file")
     assert not any("total" in e["old"] for e in edits), edits  # `_plain`: the first test's alone
+
+
+HOOKS = "".join(f"    if hooks.get('h{n}'):\n        hooks['h{n}'](out)\n" for n in range(16))
+NOTS_FIRST = {
+    "stock.py": (
+        "def _counted(items, counts, hooks):\n"
+        "    out = []\n"
+        "    remaining = 0\n\n"
+        "    def feed(i):\n"
+        "        nonlocal remaining\n"
+        "        remaining -= i + 1\n"
+        "        return remaining\n\n"
+        f"{HOOKS}"
+        "    for item, count in zip(items, counts):\n"
+        "        remaining = count\n"
+        "        out.append((item, -feed(1)))\n"
+        "    return out\n\n\n"
+        "def stock(items, counts, **hooks):\n"
+        "    return _counted(items, counts, hooks)\n"
+    ),
+    "tests/test_stock.py": (
+        "from stock import stock\n\n\n"
+        "def test_stock():\n    assert stock(['a', 'b'], [3, 5]) == [('a', -1), ('b', -3)]\n"
+    ),
+}
+
+
+def test_a_not_before_a_line_waits_until_what_ran_below_the_suspect_was_tried(tmp_path: Path) -> None:
+    """A `not` fits almost any condition: the helper's sixteen `if hooks.get(...)` lines (one call
+    below the suspect) each take one, and tried first they took the attempt's turns before the bug
+    two calls down (cachetools' `_cached_wrapper` and `Cache` properties, seed 20: twelve of
+    seventeen tries were a `not`)."""
+    bug = ("stock.py", "remaining -= i + 1", "remaining -= i - 1")
+    episode = solve_in_one_attempt(tmp_path, NOTS_FIRST, bug, "tests/test_stock.py::test_stock")
+    assert episode.claim.startswith("Fixed") and "remaining -= i + 1" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    edits = tool_arguments(episode.messages, "edit_file")
+    assert not any("if not hooks" in e["new"] for e in edits), edits

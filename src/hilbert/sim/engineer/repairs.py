@@ -25,6 +25,7 @@ class Candidate:
     index: int  # 0-based line
     operator: str
     line: str  # the line after the repair
+    blamed: bool = False  # on a line a traceback blames, or a condition that led to it
 
 
 def candidates(
@@ -56,11 +57,13 @@ def candidates(
                     continue
                 made.add(new_line)
                 adds_not = _adds_not(rewrite.operator, text, new_line)
-                if index in blamed or index in guards:  # the raise, then its guards, nearest first
+                at_raise = index in blamed or index in guards
+                if at_raise:  # the raise, then its guards, nearest first
                     rank, place = (1 if adds_not else 0), guards.get(index, -1)
                 else:
                     rank, place = (5 if adds_not else (3 if index in near else 4)), index
-                found.append(((rank, place * 100 + order), Candidate(index, rewrite.operator, new_line)))
+                candidate = Candidate(index, rewrite.operator, new_line, at_raise)
+                found.append(((rank, place * 100 + order), candidate))
                 order += 1
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]

@@ -283,19 +283,20 @@ TRACE, NOTS = "trace", "nots"  # stages of `repair`: what the trace shows; the d
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs, most likely first: the suspect function's lines (a `not` put before
-    one of them waits, it fits almost any line), then, after tracing the test, the other lines the
-    test ran inside functions, stepping into calls: what ran below the suspect, a call deeper at a
-    time (at each depth the suspect's file first: the helpers of its file that the test ran, not
-    every function it may call); then the suspect's `not`s; then what ran below the test, then
-    what ran as modules loaded; then the rest of the suspect's file. For a class no traceback
-    blames, the trace comes first.
+    """Try candidate repairs, most likely first: the suspect function's lines, then, after tracing
+    the test, the other lines the test ran inside functions, stepping into calls: what ran below the
+    suspect, a call deeper at a time (at each depth the suspect's file first: the helpers of its
+    file the test ran, not every function it may call), then below the test; then what ran as
+    modules loaded; then the rest of the suspect's file. A repair that puts a `not` before a line
+    fits almost any condition: those wait (`NOTS`; not at a raise a traceback shows) until the
+    lines below the suspect were tried, then until those below the test were. For a class no
+    traceback blames, the trace comes first.
     Return the suite's report once one fixes the test without breaking another, or gets it further
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
     later: list[tuple[str, Candidate]] = []  # edits made and undone before (`desk.tried`): last
-    nots: list[tuple[str, Candidate]] = []  # the suspect's own `not`s, until the trace's callees
+    nots: list[tuple[str, Candidate]] = []  # repairs adding a `not`: until the next `NOTS`
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]] | str] | str] = [TRACE]
     if suspect.path:
@@ -306,11 +307,10 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             i for i in range(len(desk.files[suspect.path])) if i not in inside and (seen is None or i in seen)
         ]
         own: list[tuple[str, list[int]] | str] = [(suspect.path, inside)]
-        stages = [own, TRACE, [(suspect.path, rest)]]
+        stages = [own, TRACE, [NOTS, (suspect.path, rest), NOTS]]
         if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
-            stages = [TRACE, own, [(suspect.path, rest)]]
-    trace_at = stages.index(TRACE)
-    for stage, regions in enumerate(stages):
+            stages = [TRACE, own, [NOTS, (suspect.path, rest), NOTS]]
+    for regions in [*stages, [NOTS]]:
         if isinstance(regions, str):  # TRACE
             others = [test for test in before.failed if test != suspect.test_id]
             executed, loaded, common = yield from trace(desk, suspect, others)
@@ -336,7 +336,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                 for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
                     if desk.tried_before(path, candidate.index, candidate.line):
                         later.append((path, candidate))  # an earlier attempt made and undid it: last
-                    elif stage < trace_at and adds_not(candidate, lines):
+                    elif adds_not(candidate, lines) and not candidate.blamed:
                         nots.append((path, candidate))
                     else:
                         queue.append((path, candidate))
@@ -397,9 +397,7 @@ def _stepping_in(suspect: Suspect, executed: Traced) -> list[tuple[str, list[int
             for path in first
             if rank in executed[path].values()
         ]
-    if NOTS not in regions:
-        regions.append(NOTS)
-    return regions
+    return [*regions, NOTS]
 
 
 def _is_class(desk: Desk, suspect: Suspect) -> bool:
