@@ -364,3 +364,44 @@ def test_a_task_that_did_not_land_on_several_test_files_is_split_one_part_per_fi
         other = Plan(goal="g", tasks=(plan.tasks[0], Task(id="T2", title="two", verify=other_verify)))
         [case] = escalations.read_brief(escalation_brief(other, states, ["T2"], {"T2": other_why}))
         assert escalations.decide(case).tool == "reassign", other_why
+
+
+def test_a_task_over_one_test_file_that_did_not_land_is_split_by_the_classes_of_the_tests_it_lists(
+    tmp_path: Path, board: Board
+) -> None:
+    """cachetools, seed 20: one task over `tests/test_cached.py`, whose failing tests two bugs break
+    (one in each of two test classes); each attempt fixed one and ran out of turns. The brief now shows
+    what the task asks (its list of failing tests, quoted: a heading in it is not a section of the
+    brief); the simulated lead splits by the listed tests' classes, module-level tests one more part."""
+    listed = [
+        "tests/test_cached.py::CacheWrapperTest::test_decorator",
+        "tests/test_cached.py::CacheWrapperTest::test_decorator_info",
+        "tests/test_cached.py::NoneWrapperTest::test_decorator_info",
+        "tests/test_cached.py::test_module_level",
+    ]
+    description = "These tests fail:\n" + "".join(f"- `{t}`\n" for t in listed) + "\n## Not a section\n"
+    verify = "python -m pytest -q tests/test_cached.py"
+    task = Task(id="T2", title="two", verify=verify, description=description, claims=("src/m.py",))
+    plan = Plan(goal="g", tasks=(Task(id="T1", title="one", verify="true"), task))
+    states = {"T1": TaskState("T1", "done"), "T2": TaskState("T2", "escalated", attempts=2)}
+    brief = escalation_brief(plan, states, ["T2"], {"T2": "halted: turn limit reached (60 model calls)"})
+    assert "what the task asks:\n> These tests fail:" in brief and "> ## Not a section" in brief
+    [case] = escalations.read_brief(brief)
+    step = escalations.decide(case)
+    assert step.tool == "split_task", step
+    assert [(p["id"], p["verify"]) for p in step.arguments["into"]] == [
+        ("T2-1", f"python -m pytest -q {listed[0]} {listed[1]}"),
+        ("T2-2", f"python -m pytest -q {listed[2]}"),
+        ("T2-3", f"python -m pytest -q {listed[3]}"),
+    ]
+    board.plan = plan
+    text, error = call(EscalationToolBox(tmp_path, board, runner=Runner.unsandboxed()), "split_task",
+                       **step.arguments)  # fmt: skip
+    assert not error, text
+    assert [t.id for t in board.plan.tasks] == ["T1", "T2-1", "T2-2", "T2-3", "T2"]
+    # tests of one class, or a check that names tests of one class only: reassigned as before
+    for other in (listed[:2], listed):
+        one = task.model_copy(update={"description": "".join(f"- `{t}`\n" for t in other),
+                                      "verify": f"python -m pytest -q {' '.join(listed[:2])}"})  # fmt: skip
+        [case] = escalations.read_brief(escalation_brief(Plan(goal="g", tasks=(one,)), states, ["T2"], {}))
+        assert escalations.decide(case).tool == "reassign"

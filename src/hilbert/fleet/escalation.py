@@ -83,8 +83,9 @@ def escalation_brief(
 ) -> str:
     """The lead's task for one session: the goal, where every task stands, the actions held for the
     person's decision (`held`: each proposal's summary; an earlier session, perhaps one that died,
-    proposed them), what a session that died did already (`done`), each escalated task with the
-    reason its last attempt did not land (cut to `max_chars`), and the candidates held for the lead's
+    proposed them), what a session that died did already (`done`), each escalated task with what it
+    asks (its description, cut to half of `max_chars`) and the reason its last attempt did not land
+    (cut to `max_chars`), and the candidates held for the lead's
     decision (`candidates`: each `candidate_section`)."""
     tasks = {task.id: task for task in plan.tasks}
     counts: dict[str, int] = {}
@@ -119,6 +120,7 @@ def escalation_brief(
             f"verify: `{task.verify}`",
             f"claims: {', '.join(task.claims) or '(none)'}",
             f"attempts: {state.attempts} (reopened before: {state.reopened})",
+            *_asks(task.description, max_chars // 2),
             "why the last attempt did not land:",
             "```text",
             reason.replace("```", "'''"),
@@ -138,6 +140,17 @@ def escalation_brief(
 
 
 DIFF_CHARS = 6000  # of a held candidate's diff in the lead's brief; a longer one only the person approves
+
+
+def _asks(description: str, max_chars: int) -> list[str]:
+    """What the task asks (its description as the plan has it, cut to `max_chars`), quoted: a heading
+    in it is not a section of the brief."""
+    text = description.strip()
+    if not text:
+        return []
+    if len(text) > max_chars:
+        text = text[:max_chars] + f"\n… [{len(text) - max_chars} more chars]"
+    return ["what the task asks:", *(f"> {line}".rstrip() for line in text.splitlines())]
 
 
 def candidate_section(

@@ -7,7 +7,8 @@ For each escalated task, in the brief's order:
   ran", "not found"), or the lead reopened it before and it failed again → `mark_impossible`;
 - it did not land (out of turns, or the stop gate still refused) and its check runs several test
   files → `split_task`, one part per file (a task that several bugs break is more than one attempt's
-  work; each part's may be one);
+  work; each part's may be one); a check of one file whose failing tests (as the task lists them)
+  are in several test classes → one part per class;
 - otherwise → `reassign`, with a note fitted to the reason (a merge conflict: start from the new
   tip; a claim the harness's check refuted: run the check before finishing);
 - if a reassign or a split is refused (reopened too often), → `mark_impossible`.
@@ -39,6 +40,7 @@ _MESSAGE = re.compile(r"^- from [^\n]*:\n```text\n.*?```", re.MULTILINE | re.DOT
 _CHECKS = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|\.ci/|\.github/)")
 _HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
 _CLAIMS = re.compile(r"^claims: (.*)$", re.MULTILINE)
+_LISTED = re.compile(r"^> - `([^`\s]+\.py::[^`\s]+)`", re.MULTILINE)  # a failing test the task lists
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Escalated:
     reopened: int
     reason: str
     claims: tuple[str, ...] = ()
+    listed: tuple[str, ...] = ()  # the failing tests what the task asks lists (the planner's list)
 
 
 EscalationAction = Steer | Finish
@@ -109,6 +112,7 @@ def read_brief(brief: str) -> list[Escalated]:
     cases = []
     for n, head in enumerate(heads):
         body = brief[head.end() : heads[n + 1].start() if n + 1 < len(heads) else len(brief)]
+        asks, _, why = body.partition("why the last attempt did not land:")
         verify = _VERIFY.search(body)
         reopened = _REOPENED.search(body)
         claims = _CLAIMS.search(body)
@@ -118,8 +122,9 @@ def read_brief(brief: str) -> list[Escalated]:
                 task=head.group(1),
                 verify=verify.group(1) if verify else "",
                 reopened=int(reopened.group(1)) if reopened else 0,
-                reason=body.split("why the last attempt did not land:", 1)[-1].strip(),
+                reason=(why or body).strip(),
                 claims=tuple(c.strip() for c in listed.split(",") if c.strip()),
+                listed=tuple(_LISTED.findall(asks)),
             )
         )
     return cases
@@ -134,6 +139,11 @@ def decide(case: Escalated) -> Steer:
         return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
     if "conflict" not in case.reason and len(parts := split_by_file(case)) > 1:
         why = f"{case.task} did not land on {len(parts)} test files: one task per file."
+        return Steer("split_task", {"task": case.task, "into": parts}, why=why)
+    if "conflict" not in case.reason and len(parts := split_by_class(case)) > 1:
+        why = (
+            f"{case.task} did not land on the failing tests of {len(parts)} test classes: one task per class."
+        )
         return Steer("split_task", {"task": case.task, "into": parts}, why=why)
     if "conflict" in case.reason:
         note = (
@@ -153,29 +163,59 @@ def decide(case: Escalated) -> Steer:
 def split_by_file(case: Escalated) -> list[dict[str, Any]]:
     """One part per test file the task's pytest check runs (its test ids grouped by file), each with
     the task's claims shared; [] when the check is not pytest or runs one file."""
-    try:
-        words = shlex.split(case.verify)
-    except ValueError:
-        return []
-    if "pytest" not in case.verify:
-        return []
+    command, tests = _pytest_words(case.verify)
     files: dict[str, list[str]] = {}
-    for word in words:
-        if not word.startswith("-") and (word.endswith(".py") or ".py::" in word):
-            files.setdefault(word.split("::", 1)[0], []).append(word)
-    command = [w for w in words if not (not w.startswith("-") and (w.endswith(".py") or ".py::" in w))]
+    for test in tests:
+        files.setdefault(test.split("::", 1)[0], []).append(test)
+    return _parts(case, command, files, "files")
+
+
+def split_by_class(case: Escalated) -> list[dict[str, Any]]:
+    """For a pytest check of one test file: one part per test class of the failing tests the task
+    lists there (a file's classes test different things, which different bugs may break; its
+    module-level tests are one more part), each running those of them the check runs; [] when the
+    check runs more than one file or they are in one class. The task itself stays, after its parts."""
+    command, tests = _pytest_words(case.verify)
+    if len({test.split("::", 1)[0] for test in tests}) != 1:
+        return []
+    groups: dict[str, list[str]] = {}
+    for test in case.listed:
+        if any(test == t or test.startswith(f"{t}::") for t in tests):
+            parts = test.split("::")
+            groups.setdefault("::".join(parts[:-1]), []).append(test)
+    return _parts(case, command, groups, "test classes")
+
+
+def _pytest_words(verify: str) -> tuple[list[str], list[str]]:
+    """A pytest command's words but its test paths, and the test paths (files or ids); ([], [])
+    when it is not pytest."""
+    try:
+        words = shlex.split(verify)
+    except ValueError:
+        return [], []
+    if "pytest" not in verify:
+        return [], []
+    is_test = [not w.startswith("-") and (w.endswith(".py") or ".py::" in w) for w in words]
+    return [w for w, t in zip(words, is_test, strict=True) if not t], [
+        w for w, t in zip(words, is_test, strict=True) if t
+    ]
+
+
+def _parts(
+    case: Escalated, command: list[str], groups: dict[str, list[str]], kind: str
+) -> list[dict[str, Any]]:
     return [
         {
             "id": f"{case.task}-{n}",
-            "title": f"Part of {case.task}: make {path} pass",
+            "title": f"Part of {case.task}: make {where} pass",
             "description": (
                 f"The lead split {case.task}: its attempts did not land with the tests of "
-                f"{len(files)} files failing. This part: the tests in {path}. Fix the code; do not "
+                f"{len(groups)} {kind} failing. This part: the tests in {where}. Fix the code; do not "
                 "change the tests."
             ),
             "verify": shlex.join([*command, *tests]),
             "claims": list(case.claims),
             "allow_shared_claims": True,
         }
-        for n, (path, tests) in enumerate(files.items(), start=1)
+        for n, (where, tests) in enumerate(groups.items(), start=1)
     ]
