@@ -22,8 +22,11 @@ from hilbert.commands import Runner
 from hilbert.fleet.crash import Crashes
 from hilbert.fleet.final_check import EXIT, Findings, Suite, compare, summary
 from hilbert.fleet.outcomes import FleetResult
+from hilbert.fleet.person import fixed_meanwhile
+from hilbert.fleet.person import summary as person_summary
 from hilbert.fleet.plan import Plan, Task
 from hilbert.fleet.run import run_fleet
+from hilbert.fleet.state import Fold
 from hilbert.models import make_model
 from hilbert.models.types import ToolCall
 from hilbert.settings import Settings
@@ -201,3 +204,49 @@ def test_with_no_repair_rounds_the_new_failure_is_listed_and_nothing_is_added(tm
         "NEW failures (they passed at base): test_build.py::test_the_stamp_is_there"
         in summary(result.final)[1]
     )
+
+
+class OneFixesBoth:
+    """T1's worker fixes `double`; T2's worker (same tests) claims done at once and gives up."""
+
+    name = "one-fixes-both"
+
+    def reply(self, conversation: Conversation) -> Reply:
+        brief = next(m.content for m in conversation.messages if m.role == "user")
+        turn = sum(1 for m in conversation.messages if m.role == "assistant")
+        if "Task T1:" in brief and turn == 0:
+            fixed = "def double(x):\n    return 2 * x\n"
+            return Reply(tool_calls=(ToolCall("c1", "write_file", {"path": "calc.py", "content": fixed}),))
+        done = {"claim": "done", "evidence": "it passes"}
+        return Reply(tool_calls=(ToolCall(f"c_{turn}", "finish", done),))
+
+
+def test_a_task_given_up_whose_check_passes_at_the_tip_is_said_to_need_nothing(tmp_path: Path) -> None:
+    """cachetools, seed 18: tasks given up before another task's merge fixed their tests were listed as
+    needing the person. The final check runs each given-up task's check at the tip; the run's last
+    lines, `hilbert status` and the PR description say it passes there, with nothing to retry."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text("def double(x):\n    return 2 + x\n")
+    (repo / "test_calc.py").write_text(
+        "from calc import double\n\n\ndef test_double():\n    assert double(3) == 6\n"
+    )
+    commit_all(repo)
+    verify = "python -m pytest -q test_calc.py"
+    plan = Plan(goal="g", tasks=(Task(id="T1", title="fix double", verify=verify),
+                                 Task(id="T2", title="make double right", verify=verify)))  # fmt: skip
+    settings = {"fleet.workers": 2, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": verify}
+    with FakeServer(OneFixesBoth()) as server, EventStore.open(tmp_path / "log.db") as store:
+        result = asyncio.run(
+            run_fleet(
+                plan, repo=repo, root=tmp_path / "run", run="r",
+                model=make_model(f"openai:w@{server.openai_base_url}", env={}), store=store,
+                runner=Runner.unsandboxed(ENV), settings=Settings.of(settings),
+            )
+        )  # fmt: skip
+        state = Fold(store, "r").catch_up()
+    assert result.states["T1"].status == "done" and result.states["T2"].status == "needs_you", result.states
+    assert result.final is not None and result.final.passing == ["T2"]
+    assert person_summary(state) == []  # nothing needs the person
+    [line] = fixed_meanwhile(state)
+    assert "given up, yet their checks pass at" in line and line.endswith("nothing to retry): T2"), line

@@ -446,6 +446,7 @@ class FinalChecked(FleetEvent):  # ... and at the tip, on a clean checkout: what
     repair: str = ""  # the repair task it added ("": none)
     repair_task: dict[str, Any] = field(default_factory=dict)  # ... as the plan holds it (the fold adds it)
     error: str = ""  # a harness step failed: nothing was compared
+    passing: list[str] = field(default_factory=list)  # given-up tasks whose check passes at the tip
 
 
 # -- the lead and the person -----------------------------------------------------------------------

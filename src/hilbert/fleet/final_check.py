@@ -12,6 +12,10 @@ not run it again. What the comparison (`compare`, pure) makes of the two:
 - *flaky*: failed at the tip, passed on the second run — listed, not a task;
 - *pre-existing*: failed at base too — listed, not a task (the run did not cause them).
 
+In the same tree it runs the check of each task given up (`RETRYABLE`: it needs the person, or the lead
+marked it impossible) and records those that pass (`passing`): another task's merge fixed what they were
+about, and the run's last lines say so instead of asking the person to retry them.
+
 A command that starts no pytest is compared by its exit status alone (one "test", `EXIT`): red at the
 tip and green at base is new; red at both is pre-existing. The driver (`hilbert.fleet.run`) asks
 `due` when nothing runs and nothing can start, and records what `check` returns; a run that merged
@@ -29,6 +33,7 @@ from hilbert.fleet import events as ev
 from hilbert.fleet.context import RunContext
 from hilbert.fleet.merge_checks import CommandRun, Scratch
 from hilbert.fleet.plan import Plan, Task
+from hilbert.fleet.state import RETRYABLE
 
 EXIT = "(exit status)"  # the one "test" of a command whose outcomes no pytest reported
 OUTPUT_CHARS = 3000  # of the failing run's output, kept in the log and given to the repair task
@@ -146,6 +151,7 @@ class FinalCheck:
         if compare(at_base, first, None).new:
             again = Suite.of(await self._run(tip))
         found = compare(at_base, first, again)
+        passing = await self._given_up_that_pass()
         round_ = len(state.final_checks) + 1
         repairs = sum(1 for c in state.final_checks if c.repair)
         repair = None
@@ -157,7 +163,7 @@ class FinalCheck:
                 new=list(found.new), flaky=list(found.flaky), preexisting=list(found.preexisting),
                 gathered=first.gathered, output=(again or first).output if found.new else "",
                 repair=repair.id if repair else "",
-                repair_task=repair.model_dump(mode="json") if repair else {},
+                repair_task=repair.model_dump(mode="json") if repair else {}, passing=passing,
             )
         )  # fmt: skip
         return events
@@ -176,6 +182,16 @@ class FinalCheck:
                 command=self.ctx.settings.commands.test, error=f"{type(error).__name__}: {error}",
             )
         ]  # fmt: skip
+
+    async def _given_up_that_pass(self) -> list[str]:
+        """The tasks given up (they need the person, or the lead marked them impossible) whose own
+        check passes in the tip's tree: another task's merge fixed what they were about."""
+        state, passing = self.ctx.state, []
+        for task_id, task_state in state.states.items():
+            task = state.task(task_id)
+            if task_state.status in RETRYABLE and task.verify and (await self.scratch.run(task.verify)).ok:
+                passing.append(task_id)
+        return passing
 
     async def _run(self, commit: str) -> CommandRun:
         await self.scratch.reset(commit)

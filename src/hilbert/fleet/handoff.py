@@ -16,6 +16,7 @@ from pathlib import Path
 from hilbert.errors import RunError, UserError
 from hilbert.fleet.budget_lines import budget_lines
 from hilbert.fleet.final_check import summary as final_summary
+from hilbert.fleet.person import fixed_meanwhile
 from hilbert.fleet.state import FleetState
 from hilbert.store import EventStore
 from hilbert.workspaces.git import Git, one_line
@@ -116,6 +117,7 @@ async def describe(store: EventStore, state: FleetState, integration: Path, git:
     lines += ["", "Spend and budgets:", *(f"- {line.strip()}" for line in budget_lines(state, ended=True))]
     final = final_summary(state.final_checks[-1] if state.final_checks else None)
     lines += ["", *(f"- {line.strip()}" if n else line for n, line in enumerate(final))] if final else []
+    lines += [f"- {line}" for line in fixed_meanwhile(state)]
     for task in state.plan.tasks:
         status = state.states[task.id].status if task.id in state.states else "pending"
         lines += ["", f"## {task.id} — {task.title} ({status.replace('_', ' ')})"]

@@ -79,10 +79,14 @@ def retry_line(run: str, task: str) -> str:
 
 def summary(state: FleetState) -> list[str]:
     """For the run's last lines: each task that needs the person (or that the lead marked impossible),
-    why, the evidence of its last attempt, and the command that reopens it."""
+    why, the evidence of its last attempt, and the command that reopens it; not one whose check the
+    final check found passing at the tip (`fixed_meanwhile`)."""
     lines = []
+    passing = state.final_checks[-1].passing if state.final_checks else []
     for task_id, task_state in state.states.items():
         if task_state.status not in ("needs_you", "impossible"):
+            continue
+        if task_id in passing:
             continue
         handed = state.needs_you.get(task_id)
         why = handed.why if handed else "the lead marked it impossible"
@@ -93,3 +97,15 @@ def summary(state: FleetState) -> list[str]:
             lines.append(f"    its last attempt: {first[:200]}")
         lines.append(f"    {retry_line(state.run, task_id)}")
     return lines
+
+
+def fixed_meanwhile(state: FleetState) -> list[str]:
+    """For the run's last lines: the tasks given up whose check the final check found passing at the
+    tip (another task's merge fixed what they were about): nothing to retry."""
+    check = state.final_checks[-1] if state.final_checks else None
+    if check is None or not check.passing:
+        return []
+    return [
+        f"given up, yet their checks pass at {check.tip[:12]} (another task's merge fixed them; nothing "
+        f"to retry): {', '.join(check.passing)}"
+    ]

@@ -27,6 +27,7 @@ from hilbert.fleet.crash import Crashes
 from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.handoff import check_target, deliver, describe, how_to_look, result_branch
 from hilbert.fleet.lead_tools import PlanningToolBox
+from hilbert.fleet.person import fixed_meanwhile
 from hilbert.fleet.person import summary as person_summary
 from hilbert.fleet.plan import Plan, parse_plan
 from hilbert.fleet.preflight import live_on, models_answer, refuse_dirty, uncommitted
@@ -435,6 +436,7 @@ async def _drive(
         left = pending_lines(store, run, ended=True)
         folded = Fold(store, run).catch_up()
         yours = [store.redactor.redact(line) for line in person_summary(folded)]
+        settled = fixed_meanwhile(folded)
         spend = budget_lines(folded, ended=True)
     done = sum(state.status == "done" for state in result.states.values())
     redact = store.redactor.redact
@@ -446,7 +448,7 @@ async def _drive(
         )
     if yours:
         echo("what needs you:")
-    for line in [*yours, *final_summary(result.final), *left, *spend]:
+    for line in [*yours, *settled, *final_summary(result.final), *left, *spend]:
         echo(line)
     if not result.interrupted:
         await _hand_off(settings, run, root, result, echo, done=done, into=into)

@@ -12,6 +12,7 @@ from hilbert.errors import UserError
 from hilbert.fleet.budget_lines import budget_lines, short_spend, waits
 from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.names import Name, lookup, to_id
+from hilbert.fleet.person import fixed_meanwhile
 from hilbert.fleet.person import summary as person_summary
 from hilbert.fleet.state import HARNESS, PERSON, FleetState
 from hilbert.security.envelope import MessageKey
@@ -133,6 +134,7 @@ def status_lines(state: FleetState, now: float | None = None) -> list[str]:
             lines.append(f"  pending: {', '.join(pending)}")
         lines += _together(state)
         lines += person_summary(state)  # what needs the person, and how to reopen it
+        lines += [f"  {line}" for line in fixed_meanwhile(state)]
         lines += budget_lines(state, now, ended=run_ended(state))  # spend, what is left, what waits
         lines += [
             f"  {line}" for line in final_summary(state.final_checks[-1] if state.final_checks else None)
