@@ -11,7 +11,8 @@ passed at base, never two in one function (`first_run_bench/sites.py`); all five
 would: `hilbert run "Make the tests pass" --repo DIR --yes --model ... --lead-model ...` (a real
 subprocess, `HILBERT_HOME` in a temporary folder). The result branch `hilbert/<run>` is cloned fresh
 and its suite run: a bug is fixed when the tests it broke pass there; its task is the plan's task whose
-verify runs one of them, merged or not as the run's status says.
+verify runs one of them, merged or not as the run's status says (or, given up, merged by another task:
+its check passes at the tip).
 
 Prints one row per bug (library, bug, outcome, task, merged?), per library "k of 5 merged, branch
 suite green|red", and last:
@@ -68,6 +69,7 @@ class Outcome:
     fixed: bool
     task: str
     merged: bool
+    by_another: bool = False  # its task was given up, and its check passes at the tip: another's merge
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,8 @@ def assess(
 ) -> tuple[tuple[Outcome, ...], bool]:
     """Each bug's outcome on the result branch `hilbert/<run>`, and whether its whole suite is green
     (no failure that was not there at base). A bug's task: the plan's task whose verify runs one of
-    the tests it breaks; merged when that task is done."""
+    the tests it breaks; merged when that task is done, or when it was given up and the final check
+    found its check passing at the tip (another task's merge fixed it: marked so)."""
     branch = f"hilbert/{state.run}" if state else ""
     delivered = bool(branch) and bool(git(repo, "branch", "--list", branch))
     failing: set[str] = set()
@@ -224,8 +227,10 @@ def assess(
     for site in sites:
         fixed = delivered and not (set(site.breaks) & failing)
         task = next((t.id for t in tasks if _runs_any(t.verify or "", site.breaks)), "")
-        merged = bool(task) and state is not None and task in state.merged
-        outcomes.append(Outcome(library, site, fixed, task or "-", merged))
+        passing = state.final_checks[-1].passing if state and state.final_checks else []
+        by_another = bool(task) and task in passing
+        merged = bool(task) and state is not None and (task in state.merged or by_another)
+        outcomes.append(Outcome(library, site, fixed, task or "-", merged, by_another))
     return tuple(outcomes), green
 
 
@@ -264,7 +269,13 @@ def report(results: list[LibraryResult]) -> list[str]:
     for result in results:
         for o in result.outcomes:
             rows.append(
-                (o.library, o.site.label, "fixed" if o.fixed else "not fixed", o.task, _yes(o.merged))
+                (
+                    o.library,
+                    o.site.label,
+                    "fixed" if o.fixed else "not fixed",
+                    o.task,
+                    "yes, by another task's merge" if o.by_another else _yes(o.merged),
+                )
             )
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
