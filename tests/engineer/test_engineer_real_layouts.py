@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engineer_testkit import FAST
@@ -757,28 +758,6 @@ def test_what_a_suspect_hands_its_work_to_is_the_helper_the_test_ran_not_every_f
     assert not any("total" in e["old"] for e in edits), edits  # `_plain`, `_weighted`: not run, untried
 
 
-def test_the_lines_every_failing_test_ran_are_tried_before_those_only_the_first_one_ran(
-    tmp_path: Path,
-) -> None:
-    """The first failing test runs two of the suspect's helpers (more-itertools' `test_counts` compares
-    `sample` with counts to `sample` without), the others only the one with the bug: the lines every
-    failing test ran come first, so the other helper's many lines are not tried before the bug's."""
-    files = dict(DISPATCH)
-    files["tests/test_pick.py"] = (
-        "from pick import pick\n\n\n"
-        "def test_counts_like_plain():\n"
-        "    assert pick([1, 2]) > 0\n"
-        "    assert pick(['a', 'b'], counts=[3, 5]) == [('a', -1), ('b', -3)]\n\n\n"
-        "def test_counts():\n    assert pick(['c'], counts=[4]) == [('c', -2)]\n"
-    )
-    bug = ("pick.py", "remaining -= i + 1", "remaining -= i - 1")
-    episode = solve_in_one_attempt(tmp_path, files, bug, "tests/test_pick.py::test_counts_like_plain")
-    assert episode.claim.startswith("Fixed") and "remaining -= i + 1" in episode.claim, episode.claim
-    assert run_tests(tmp_path).returncode == 0
-    edits = tool_arguments(episode.messages, "edit_file")
-    assert not any("total" in e["old"] for e in edits), edits  # `_plain`: the first test's alone
-
-
 HOOKS = "".join(f"    if hooks.get('h{n}'):\n        hooks['h{n}'](out)\n" for n in range(16))
 NOTS_FIRST = {
     "stock.py": (
@@ -815,3 +794,29 @@ def test_a_not_before_a_line_waits_until_what_ran_below_the_suspect_was_tried(tm
     assert run_tests(tmp_path).returncode == 0
     edits = tool_arguments(episode.messages, "edit_file")
     assert not any("if not hooks" in e["new"] for e in edits), edits
+
+
+def test_a_dropped_not_in_the_suspects_own_lines_is_tried_before_the_helpers_it_calls(tmp_path: Path) -> None:
+    """The reviewer's counter-case to deferring every `not`: the suspect's own `if not flag:` lost its
+    `not`, and it calls a helper of many lines. Its own `not`s come with its own lines, before the
+    trace; only those found after the trace wait."""
+    calc = _busy("_sum", 14) + (
+        "def check(items, flag):\n    total = _sum(items)\n    if not flag:\n        return total\n"
+        "    return total * 2\n"
+    )
+    scope: dict[str, Any] = {}
+    exec(calc, scope)  # the expected values, from the code as it was
+    expected = (scope["check"]([1, 2], False), scope["check"]([1, 2], True))
+    files = {
+        "calc.py": calc,
+        "tests/test_calc.py": (
+            "from calc import check\n\n\n"
+            f"def test_check():\n    assert (check([1, 2], False), check([1, 2], True)) == {expected}\n"
+        ),
+    }
+    bug = ("calc.py", "    if not flag:", "    if flag:")
+    episode = solve_in_one_attempt(tmp_path, files, bug, "tests/test_calc.py::test_check")
+    assert episode.claim.startswith("Fixed") and "if not flag:" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    edits = tool_arguments(episode.messages, "edit_file")
+    assert not any("total = total" in e["old"] for e in edits), edits  # `_sum`'s lines: not reached

@@ -26,6 +26,7 @@ class Candidate:
     operator: str
     line: str  # the line after the repair
     blamed: bool = False  # on a line a traceback blames, or a condition that led to it
+    adds_not: bool = False  # puts a `not` before the line: it fits almost any condition
 
 
 def candidates(
@@ -56,26 +57,17 @@ def candidates(
                 if new_line in made:
                     continue
                 made.add(new_line)
-                adds_not = _adds_not(rewrite.operator, text, new_line)
+                adds_not = rewrite.operator == "negation" and len(new_line) > len(text)
                 at_raise = index in blamed or index in guards
                 if at_raise:  # the raise, then its guards, nearest first
                     rank, place = (1 if adds_not else 0), guards.get(index, -1)
                 else:
                     rank, place = (5 if adds_not else (3 if index in near else 4)), index
-                candidate = Candidate(index, rewrite.operator, new_line, at_raise)
+                candidate = Candidate(index, rewrite.operator, new_line, at_raise, adds_not)
                 found.append(((rank, place * 100 + order), candidate))
                 order += 1
     found.sort(key=lambda item: item[0])
     return [c for _, c in found if _compiles(lines, c)]
-
-
-def adds_not(candidate: Candidate, lines: Sequence[str]) -> bool:
-    """Whether the repair puts a `not` before a line: it fits almost any line, so it comes last."""
-    return _adds_not(candidate.operator, lines[candidate.index], candidate.line)
-
-
-def _adds_not(operator: str, line: str, new_line: str) -> bool:
-    return operator == "negation" and len(new_line) > len(line)
 
 
 def _raising_functions(lines: list[str], blamed: Sequence[int]) -> set[int]:

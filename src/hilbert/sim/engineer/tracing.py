@@ -8,9 +8,7 @@ developer steps into calls: first what ran below the function it suspects (its c
 theirs), then what the test called itself, then what those called, and so on. A line's *depth* is
 the number of distinct project functions between it and the suspect's frame or else the nearest
 test frame (a test file's code: the test, its fixtures and helpers, the module's own import),
-itself included; a recursive function counts once. When other tests fail too, the engineer traces up
-to two of them as well and tries the lines every traced failing test ran first (the helper a
-dispatching function handed the failing case to, not the one the first test also compared it with).
+itself included; a recursive function counts once.
 
 The tracer prints, in the order the files were first entered, one line per file and depth for the
 lines run inside functions (`executed@in1 PATH: 3-7,12`: one call below the suspect; `executed@2

@@ -38,12 +38,11 @@ from hilbert.sim.engineer.reading import (
     test_span,
     tested_names,
 )
-from hilbert.sim.engineer.repairs import Candidate, adds_not, candidates, unique_edit
+from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
 from hilbert.sim.engineer.tracing import FROM_TEST, executed_lines, trace_command
 
 MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
-MAX_TRACES = 3  # failing tests traced to find the lines they all run
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
 MAX_WINDOWS = 6  # windows of a long file read to see one definition whole (each twice the last)
 WINDOW = 40  # lines read around what grep or a trace found in a long file
@@ -257,46 +256,31 @@ def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
 Traced = dict[str, dict[int, int]]  # product file -> 0-based line -> rank (`tracing.executed_lines`)
 
 
-def trace(
-    desk: Desk, suspect: Suspect, others: list[str]
-) -> Steps[tuple[Traced, dict[str, set[int]], dict[str, set[int]] | None]]:
-    """What the suspect's test runs (lines and their ranks; lines run as modules loaded) and, when
-    other tests fail, the lines of those it ran that every one of (up to `MAX_TRACES`) ran too (None:
-    no other failing test was traced): a line every failing test runs is the likelier bug."""
+def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[Traced, dict[str, set[int]]]]:
     why = f"Tracing which lines {suspect.test_id} runs, to look where it goes wrong."
     within = (suspect.path, suspect.function) if suspect.path and suspect.function else None
     observation = yield from desk.ask(Run(trace_command(suspect.test_id, within), why=why))
-    executed, loaded = executed_lines(observation.text)
-    common: dict[str, set[int]] | None = None
-    for test_id in others[: MAX_TRACES - 1]:
-        why = f"Tracing {test_id} too: the lines every failing test runs are the likelier place."
-        observation = yield from desk.ask(Run(trace_command(test_id, within), why=why))
-        ran, _ = executed_lines(observation.text)
-        if ran:
-            common = {
-                path: set(lines) & set(ran.get(path, ())) for path, lines in (common or executed).items()
-            }
-    return executed, loaded, common
+    return executed_lines(observation.text)
 
 
 TRACE, NOTS = "trace", "nots"  # stages of `repair`: what the trace shows; the deferred `not`s
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs, most likely first: the suspect function's lines, then, after tracing
-    the test, the other lines the test ran inside functions, stepping into calls: what ran below the
-    suspect, a call deeper at a time (at each depth the suspect's file first: the helpers of its
-    file the test ran, not every function it may call), then below the test; then what ran as
-    modules loaded; then the rest of the suspect's file. A repair that puts a `not` before a line
-    fits almost any condition: those wait (`NOTS`; not at a raise a traceback shows) until the
-    lines below the suspect were tried, then until those below the test were. For a class no
-    traceback blames, the trace comes first.
+    """Try candidate repairs, most likely first: the suspect function's lines (a `not` put before one
+    of them last), then, after tracing the test, the other lines the test ran inside functions,
+    stepping into calls: what ran below the suspect, a call deeper at a time (at each depth the
+    suspect's file first: the helpers of its file the test ran, not every function it may call),
+    then below the test; then what ran as modules loaded; then the rest of the suspect's file. After
+    the trace, a repair that puts a `not` before a line (it fits almost any condition) waits (`NOTS`;
+    not at a raise a traceback shows) until the lines below the suspect were tried, then until those
+    below the test were. For a class no traceback blames, the trace comes first.
     Return the suite's report once one fixes the test without breaking another, or gets it further
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
     later: list[tuple[str, Candidate]] = []  # edits made and undone before (`desk.tried`): last
-    nots: list[tuple[str, Candidate]] = []  # repairs adding a `not`: until the next `NOTS`
+    nots: list[tuple[str, Candidate]] = []  # repairs adding a `not` after the trace: until `NOTS`
     inside, callees = own_lines(desk, suspect)
     stages: list[list[tuple[str, list[int]] | str] | str] = [TRACE]
     if suspect.path:
@@ -310,11 +294,12 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         stages = [own, TRACE, [NOTS, (suspect.path, rest), NOTS]]
         if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
             stages = [TRACE, own, [NOTS, (suspect.path, rest), NOTS]]
+    traced = False  # a `not` before a line waits (`NOTS`) once the trace has shown what ran
     for regions in [*stages, [NOTS]]:
         if isinstance(regions, str):  # TRACE
-            others = [test for test in before.failed if test != suspect.test_id]
-            executed, loaded, common = yield from trace(desk, suspect, others)
-            regions = _traced(suspect, executed, loaded, callees, common)
+            traced = True
+            executed, loaded = yield from trace(desk, suspect)
+            regions = _traced(suspect, executed, loaded, callees)
         for region in regions:
             queue: list[tuple[str, Candidate]] = []
             if isinstance(region, str):  # NOTS
@@ -336,7 +321,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                 for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
                     if desk.tried_before(path, candidate.index, candidate.line):
                         later.append((path, candidate))  # an earlier attempt made and undid it: last
-                    elif adds_not(candidate, lines) and not candidate.blamed:
+                    elif traced and candidate.adds_not and not candidate.blamed:
                         nots.append((path, candidate))
                     else:
                         queue.append((path, candidate))
@@ -363,20 +348,11 @@ def _traced(
     executed: Traced,
     loaded: dict[str, set[int]],
     callees: list[int],
-    common: dict[str, set[int]] | None = None,
 ) -> list[tuple[str, list[int]] | str]:
-    """The regions a trace orders: below the suspect, then (`NOTS`) its own `not`s, then below the
-    test, a call at a time: stepping in (first, when other failing tests were traced, the lines
-    they all ran, in the same order); then what ran as modules loaded. Without a trace of the
-    suspect's file (the tracer's output not read), the functions the suspect calls in its file."""
-    regions: list[tuple[str, list[int]] | str] = []
-    if common is not None:
-        shared = {
-            path: {i: r for i, r in lines.items() if i in common.get(path, ())}
-            for path, lines in executed.items()
-        }
-        regions += [r for r in _stepping_in(suspect, shared) if r != NOTS]
-    regions += _stepping_in(suspect, executed)
+    """The regions a trace orders (`_stepping_in`), then what ran as modules loaded. Without a trace
+    of the suspect's file (the tracer's output not read), first the functions the suspect calls in
+    its file."""
+    regions = _stepping_in(suspect, executed)
     if suspect.path and suspect.path not in executed:
         regions.insert(0, (suspect.path, callees))
     modules = sorted(loaded, key=lambda path: path != suspect.path)
@@ -385,7 +361,7 @@ def _traced(
 
 def _stepping_in(suspect: Suspect, executed: Traced) -> list[tuple[str, list[int]] | str]:
     """Below the suspect, a call deeper at a time (its file first at each depth), `NOTS`, then below
-    the test in the same way."""
+    the test in the same way, `NOTS`."""
     first = sorted(executed, key=lambda path: path != suspect.path)
     ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
     regions: list[tuple[str, list[int]] | str] = []
