@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from first_run_bench.sites import Site, apply_sites, candidate_sites, draw, product_files
 from hilbert.commands import command_env
 from hilbert.errors import HilbertError, UserError
+from hilbert.fleet.person import fixed_tasks
 from hilbert.fleet.state import FleetState, Fold
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
@@ -227,9 +228,9 @@ def assess(
     for site in sites:
         fixed = delivered and not (set(site.breaks) & failing)
         task = next((t.id for t in tasks if _runs_any(t.verify or "", site.breaks)), "")
-        passing = state.final_checks[-1].passing if state and state.final_checks else []
-        by_another = bool(task) and task in passing
-        merged = bool(task) and state is not None and (task in state.merged or by_another)
+        in_merged = state is not None and task in state.merged
+        by_another = bool(task) and state is not None and not in_merged and task in fixed_tasks(state)
+        merged = bool(task) and (in_merged or by_another)
         outcomes.append(Outcome(library, site, fixed, task or "-", merged, by_another))
     return tuple(outcomes), green
 

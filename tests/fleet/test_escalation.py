@@ -379,7 +379,8 @@ def test_a_task_over_one_test_file_that_did_not_land_is_split_by_the_classes_of_
         "tests/test_cached.py::NoneWrapperTest::test_decorator_info",
         "tests/test_cached.py::test_module_level",
     ]
-    description = "These tests fail:\n" + "".join(f"- `{t}`\n" for t in listed) + "\n## Not a section\n"
+    description = "These tests fail:\n" + "".join(f"- `{t}`\n" for t in listed)
+    description += "\n## Not a section\nwhy the last attempt did not land:\nconflict\n"  # nor a reason
     verify = "python -m pytest -q tests/test_cached.py"
     task = Task(id="T2", title="two", verify=verify, description=description, claims=("src/m.py",))
     plan = Plan(goal="g", tasks=(Task(id="T1", title="one", verify="true"), task))
@@ -387,6 +388,7 @@ def test_a_task_over_one_test_file_that_did_not_land_is_split_by_the_classes_of_
     brief = escalation_brief(plan, states, ["T2"], {"T2": "halted: turn limit reached (60 model calls)"})
     assert "what the task asks:\n> These tests fail:" in brief and "> ## Not a section" in brief
     [case] = escalations.read_brief(brief)
+    assert case.reason == "```text\nhalted: turn limit reached (60 model calls)\n```", case.reason
     step = escalations.decide(case)
     assert step.tool == "split_task", step
     assert [(p["id"], p["verify"]) for p in step.arguments["into"]] == [

@@ -207,7 +207,8 @@ def test_with_no_repair_rounds_the_new_failure_is_listed_and_nothing_is_added(tm
 
 
 class OneFixesBoth:
-    """T1's worker fixes `double`; T2's worker (same tests) claims done at once and gives up."""
+    """T1's worker fixes `double`; T2's worker (same tests) claims done at once and gives up; T3's
+    worker edits the test its check runs (which passes before and after)."""
 
     name = "one-fixes-both"
 
@@ -217,6 +218,11 @@ class OneFixesBoth:
         if "Task T1:" in brief and turn == 0:
             fixed = "def double(x):\n    return 2 * x\n"
             return Reply(tool_calls=(ToolCall("c1", "write_file", {"path": "calc.py", "content": fixed}),))
+        if "Task T3:" in brief and turn == 0:  # edits a test: the gate refuses it, its check passes
+            edited = "def test_other():\n    assert 1\n"
+            return Reply(
+                tool_calls=(ToolCall("c3", "write_file", {"path": "test_other.py", "content": edited}),)
+            )
         done = {"claim": "done", "evidence": "it passes"}
         return Reply(tool_calls=(ToolCall(f"c_{turn}", "finish", done),))
 
@@ -224,18 +230,23 @@ class OneFixesBoth:
 def test_a_task_given_up_whose_check_passes_at_the_tip_is_said_to_need_nothing(tmp_path: Path) -> None:
     """cachetools, seed 18: tasks given up before another task's merge fixed their tests were listed as
     needing the person. The final check runs each given-up task's check at the tip; the run's last
-    lines, `hilbert status` and the PR description say it passes there, with nothing to retry."""
+    lines, `hilbert status` and the PR description say it passes there, with nothing to retry. A task
+    given up whose check passed at base too (the gate refused it for something else) still needs the
+    person."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "calc.py").write_text("def double(x):\n    return 2 + x\n")
     (repo / "test_calc.py").write_text(
         "from calc import double\n\n\ndef test_double():\n    assert double(3) == 6\n"
     )
+    (repo / "test_other.py").write_text("def test_other():\n    assert True\n")
     commit_all(repo)
     verify = "python -m pytest -q test_calc.py"
+    other = "python -m pytest -q test_other.py"
     plan = Plan(goal="g", tasks=(Task(id="T1", title="fix double", verify=verify),
-                                 Task(id="T2", title="make double right", verify=verify)))  # fmt: skip
-    settings = {"fleet.workers": 2, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": verify}
+                                 Task(id="T2", title="make double right", verify=verify),
+                                 Task(id="T3", title="other", verify=other)))  # fmt: skip
+    settings = {"fleet.workers": 3, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": verify}
     with FakeServer(OneFixesBoth()) as server, EventStore.open(tmp_path / "log.db") as store:
         result = asyncio.run(
             run_fleet(
@@ -245,8 +256,9 @@ def test_a_task_given_up_whose_check_passes_at_the_tip_is_said_to_need_nothing(t
             )
         )  # fmt: skip
         state = Fold(store, "r").catch_up()
-    assert result.states["T1"].status == "done" and result.states["T2"].status == "needs_you", result.states
+    statuses = {task: result.states[task].status for task in ("T1", "T2", "T3")}
+    assert statuses == {"T1": "done", "T2": "needs_you", "T3": "needs_you"}, result.states
     assert result.final is not None and result.final.passing == ["T2"]
-    assert person_summary(state) == []  # nothing needs the person
+    assert [line.split(":")[0] for line in person_summary(state) if "needs you" in line] == ["  T3 needs you"]
     [line] = fixed_meanwhile(state)
     assert "given up, yet their checks pass at" in line and line.endswith("nothing to retry): T2"), line

@@ -12,9 +12,11 @@ not run it again. What the comparison (`compare`, pure) makes of the two:
 - *flaky*: failed at the tip, passed on the second run — listed, not a task;
 - *pre-existing*: failed at base too — listed, not a task (the run did not cause them).
 
-In the same tree it runs the check of each task given up (`RETRYABLE`: it needs the person, or the lead
-marked it impossible) and records those that pass (`passing`): another task's merge fixed what they were
-about, and the run's last lines say so instead of asking the person to retry them.
+It also runs the check of each task given up (`GIVEN_UP`: it needs the person, or the lead marked it
+impossible) on the tip's tree and, for those that pass there, at the base: one that passes at the tip
+and fails at base is recorded (`passing`): another task's merge fixed what it was about, and the run's
+last lines say so instead of asking the person to retry it. The checks run one after another, each
+within `timeouts.merge_s`.
 
 A command that starts no pytest is compared by its exit status alone (one "test", `EXIT`): red at the
 tip and green at base is new; red at both is pre-existing. The driver (`hilbert.fleet.run`) asks
@@ -33,9 +35,9 @@ from hilbert.fleet import events as ev
 from hilbert.fleet.context import RunContext
 from hilbert.fleet.merge_checks import CommandRun, Scratch
 from hilbert.fleet.plan import Plan, Task
-from hilbert.fleet.state import RETRYABLE
 
 EXIT = "(exit status)"  # the one "test" of a command whose outcomes no pytest reported
+GIVEN_UP = frozenset({"needs_you", "impossible"})  # tasks whose check the final check runs too
 OUTPUT_CHARS = 3000  # of the failing run's output, kept in the log and given to the repair task
 REPAIR = "repair"  # a repair task's id is REPAIR-<round>
 
@@ -151,7 +153,7 @@ class FinalCheck:
         if compare(at_base, first, None).new:
             again = Suite.of(await self._run(tip))
         found = compare(at_base, first, again)
-        passing = await self._given_up_that_pass()
+        passing = await self._given_up_that_pass(tip, state.started.base)
         round_ = len(state.final_checks) + 1
         repairs = sum(1 for c in state.final_checks if c.repair)
         repair = None
@@ -183,15 +185,24 @@ class FinalCheck:
             )
         ]  # fmt: skip
 
-    async def _given_up_that_pass(self) -> list[str]:
+    async def _given_up_that_pass(self, tip: str, base: str) -> list[str]:
         """The tasks given up (they need the person, or the lead marked them impossible) whose own
-        check passes in the tip's tree: another task's merge fixed what they were about."""
-        state, passing = self.ctx.state, []
-        for task_id, task_state in state.states.items():
-            task = state.task(task_id)
-            if task_state.status in RETRYABLE and task.verify and (await self.scratch.run(task.verify)).ok:
-                passing.append(task_id)
-        return passing
+        check passes in the tip's tree and fails at the run's base: another task's merge fixed what
+        they were about (a check that passed at base too says nothing of the kind)."""
+        state = self.ctx.state
+        given_up = {
+            task_id: state.task(task_id).verify
+            for task_id, task_state in state.states.items()
+            if task_state.status in GIVEN_UP and state.task(task_id).verify
+        }
+        if not given_up:
+            return []
+        await self.scratch.reset(tip)
+        at_tip = [task_id for task_id, verify in given_up.items() if (await self.scratch.run(verify)).ok]
+        if not at_tip:
+            return []
+        await self.scratch.reset(base)
+        return [task_id for task_id in at_tip if not (await self.scratch.run(given_up[task_id])).ok]
 
     async def _run(self, commit: str) -> CommandRun:
         await self.scratch.reset(commit)

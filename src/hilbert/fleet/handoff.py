@@ -117,7 +117,7 @@ async def describe(store: EventStore, state: FleetState, integration: Path, git:
     lines += ["", "Spend and budgets:", *(f"- {line.strip()}" for line in budget_lines(state, ended=True))]
     final = final_summary(state.final_checks[-1] if state.final_checks else None)
     lines += ["", *(f"- {line.strip()}" if n else line for n, line in enumerate(final))] if final else []
-    lines += [f"- {line}" for line in fixed_meanwhile(state)]
+    lines += ["", *(f"- {line}" for line in fixed_meanwhile(state))] if fixed_meanwhile(state) else []
     for task in state.plan.tasks:
         status = state.states[task.id].status if task.id in state.states else "pending"
         lines += ["", f"## {task.id} — {task.title} ({status.replace('_', ' ')})"]

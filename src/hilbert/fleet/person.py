@@ -82,7 +82,7 @@ def summary(state: FleetState) -> list[str]:
     why, the evidence of its last attempt, and the command that reopens it; not one whose check the
     final check found passing at the tip (`fixed_meanwhile`)."""
     lines = []
-    passing = state.final_checks[-1].passing if state.final_checks else []
+    passing = fixed_tasks(state)
     for task_id, task_state in state.states.items():
         if task_state.status not in ("needs_you", "impossible"):
             continue
@@ -99,13 +99,22 @@ def summary(state: FleetState) -> list[str]:
     return lines
 
 
-def fixed_meanwhile(state: FleetState) -> list[str]:
-    """For the run's last lines: the tasks given up whose check the final check found passing at the
-    tip (another task's merge fixed what they were about): nothing to retry."""
+def fixed_tasks(state: FleetState) -> list[str]:
+    """The tasks given up (needing the person, or marked impossible) whose check the last final check
+    found passing at the tip and failing at base: another task's merge fixed them."""
     check = state.final_checks[-1] if state.final_checks else None
-    if check is None or not check.passing:
+    given_up = ("needs_you", "impossible")
+    passing = check.passing if check else []
+    return [t for t in passing if t in state.states and state.states[t].status in given_up]
+
+
+def fixed_meanwhile(state: FleetState) -> list[str]:
+    """For the run's last lines: the tasks `fixed_tasks` finds, with nothing to retry."""
+    tasks = fixed_tasks(state)
+    if not tasks:
         return []
+    tip = state.final_checks[-1].tip[:12]
     return [
-        f"given up, yet their checks pass at {check.tip[:12]} (another task's merge fixed them; nothing "
-        f"to retry): {', '.join(check.passing)}"
+        f"given up, yet their checks pass at {tip} (another task's merge fixed them; nothing to retry): "
+        + ", ".join(tasks)
     ]

@@ -32,7 +32,8 @@ from hilbert.sim.engineer.actions import Finish, Observation
 
 _SECTION = re.compile(r"^## (\S+) — (.*)$", re.MULTILINE)
 _VERIFY = re.compile(r"^verify: `(.*)`$", re.MULTILINE)
-_REOPENED = re.compile(r"reopened before: (\d+)")
+_REOPENED = re.compile(r"^attempts: \d+ \(reopened before: (\d+)\)$", re.MULTILINE)
+_WHY = re.compile(r"^why the last attempt did not land:$", re.MULTILINE)
 _CANDIDATES = "\nCandidates held for your decision"
 _CANDIDATE = re.compile(r"^### (P\d+) — held candidate", re.MULTILINE)
 _FILES = re.compile(r"^files it changes:\n```text\n(.*?)\n?```", re.MULTILINE | re.DOTALL)
@@ -112,7 +113,7 @@ def read_brief(brief: str) -> list[Escalated]:
     cases = []
     for n, head in enumerate(heads):
         body = brief[head.end() : heads[n + 1].start() if n + 1 < len(heads) else len(brief)]
-        asks, _, why = body.partition("why the last attempt did not land:")
+        asks, *why = _WHY.split(body, maxsplit=1)  # its own line: a quoted description's "> why ..." is not
         verify = _VERIFY.search(body)
         reopened = _REOPENED.search(body)
         claims = _CLAIMS.search(body)
@@ -122,7 +123,7 @@ def read_brief(brief: str) -> list[Escalated]:
                 task=head.group(1),
                 verify=verify.group(1) if verify else "",
                 reopened=int(reopened.group(1)) if reopened else 0,
-                reason=(why or body).strip(),
+                reason=(why[0] if why else body).strip(),
                 claims=tuple(c.strip() for c in listed.split(",") if c.strip()),
                 listed=tuple(_LISTED.findall(asks)),
             )
@@ -182,7 +183,8 @@ def split_by_class(case: Escalated) -> list[dict[str, Any]]:
     for test in case.listed:
         if any(test == t or test.startswith(f"{t}::") for t in tests):
             parts = test.split("::")
-            groups.setdefault("::".join(parts[:-1]), []).append(test)
+            where = "::".join(parts[:-1]) if len(parts) > 2 else f"the module-level tests of {parts[0]}"
+            groups.setdefault(where, []).append(test)
     return _parts(case, command, groups, "test classes")
 
 
@@ -210,7 +212,7 @@ def _parts(
             "title": f"Part of {case.task}: make {where} pass",
             "description": (
                 f"The lead split {case.task}: its attempts did not land with the tests of "
-                f"{len(groups)} {kind} failing. This part: the tests in {where}. Fix the code; do not "
+                f"{len(groups)} {kind} failing. This part: {where}. Fix the code; do not "
                 "change the tests."
             ),
             "verify": shlex.join([*command, *tests]),
