@@ -233,6 +233,15 @@ class Desk:
         self.last_full_run = self.steps
         return read_pytest(observation.text, observation.exit_code)
 
+    def run_listing(self, why: str) -> Steps[TestReport]:
+        """The test command, one line per failure (pytest's `--tb=no -rf`: which tests fail, not why),
+        when it is one plain pytest command; else as it is. After a fix, which tests fail is all that
+        is asked, and a task's tracebacks can be thousands of characters a run."""
+        command = self.brief.test_command
+        if "pytest" in command and not re.search(r"[;&|<>`$]", command):
+            command = f"{command} --tb=no -rf"
+        return (yield from self.run_suite(command, why=why))
+
     def pytest(self, arguments: str) -> str:
         """The test command (or plain pytest, when the test command is not pytest) with more arguments,
         and without the files or test ids it names: a targeted re-run must run only what it targets."""

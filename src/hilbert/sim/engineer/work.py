@@ -446,7 +446,7 @@ def _try(
     )
     if single.passed or further:
         why = KEPT[0] if single.passed else KEPT[1]
-        full = yield from desk.run_suite(why=f"{why}; running the whole suite.")
+        full = yield from desk.run_listing(why=f"{why}; running the whole suite.")
         breaks = full.breaks_more_than(before) or (yield from _breaks_elsewhere(desk))
         if not breaks:
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
