@@ -820,3 +820,29 @@ def test_a_dropped_not_in_the_suspects_own_lines_is_tried_before_the_helpers_it_
     assert run_tests(tmp_path).returncode == 0
     edits = tool_arguments(episode.messages, "edit_file")
     assert not any("total = total" in e["old"] for e in edits), edits  # `_sum`'s lines: not reached
+
+
+def test_a_test_inherited_from_a_mixin_in_another_module_is_read_where_its_traceback_runs(
+    tmp_path: Path,
+) -> None:
+    """cachetools, seed 21: `TLRUCacheTest::test_delete` comes from `CacheTestMixin` in
+    `tests/__init__.py`; its own file does not define it, and every attempt gave up at once ("I could
+    not make the tests pass"). Its traceback runs through the mixin's file: it is read there."""
+    (tmp_path / "counter.py").write_text(
+        "class Counter:\n    def __init__(self):\n        self.total = 0\n\n"
+        "    def add(self, n):\n        self.total -= n\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text(
+        "class CounterMixin:\n    def test_count(self):\n        counter = self.Counter()\n"
+        "        counter.add(2)\n        counter.add(3)\n        self.assertEqual(5, counter.total)\n"
+    )
+    (tmp_path / "tests" / "test_counter.py").write_text(
+        "import unittest\n\nfrom counter import Counter\n\nfrom . import CounterMixin\n\n\n"
+        "class CounterTest(unittest.TestCase, CounterMixin):\n    Counter = Counter\n"
+    )
+    test_id = "tests/test_counter.py::CounterTest::test_count"
+    assert run_tests(tmp_path, test_id).returncode == 1
+    episode = solve(tmp_path, test_id)
+    assert episode.claim.startswith("Fixed") and "self.total += n" in episode.claim, episode.claim
+    assert run_tests(tmp_path).returncode == 0

@@ -28,6 +28,7 @@ from hilbert.sim.engineer.reading import (
     block_span,
     called_names,
     class_of,
+    clean_path,
     defining_file,
     definition_span,
     failed_at,
@@ -41,6 +42,7 @@ from hilbert.sim.engineer.reading import (
 from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
 from hilbert.sim.engineer.tracing import FROM_TEST, executed_lines, trace_command
 
+_FRAMES = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)  # a traceback's frame: `path:line: `
 MAX_ROUNDS = 8  # failing tests looked into per attempt
 MAX_TRIES = 60  # candidate repairs per failing test
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
@@ -165,6 +167,10 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
     section = report.section(".".join(parts[-2:])) or report.section(parts[-1])  # `Class.test`: unittest
     test_lines = yield from read_test(desk, test_path, node, section)
     span = test_span(test_lines, node) if test_lines and node else None
+    if test_lines is not None and span is None and node:  # inherited from another module's mixin?
+        mixin = yield from inherited(desk, test_id, section)
+        if mixin is not None:
+            test_path, test_lines, span, section = mixin
     if test_lines is None or span is None:
         return None
     names = tested_names(test_lines, span, section, class_of(test_lines, node))[:MAX_NAMES]
@@ -196,6 +202,28 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
         blamed = tuple(i for i in blamed_lines(section, path) if block[0] < i < block[1])
         return replace(suspect, path=path, function=name, span=block, blamed=blamed)
     return suspect
+
+
+def inherited(
+    desk: Desk, test_id: str, section: str
+) -> Steps[tuple[str, list[str], tuple[int, int], str] | None]:
+    """Where a test its own file does not define is: the file of another test module (a mixin its
+    class inherits from another module: cachetools' `CacheTestMixin` in `tests/__init__.py`) that its
+    traceback runs through, read there: (that file, its lines, the test's span, the traceback); None
+    when no traceback names one."""
+    test_path, _, node = test_id.partition("::")
+    name = node.split("::")[-1].split("[", 1)[0]
+    if not _FRAMES.search(section):  # no traceback at hand: run it alone for one
+        section = (yield from desk.run_one(test_id)).output
+    paths = dict.fromkeys(clean_path(frame) for frame, _line in _FRAMES.findall(section))
+    for path in paths:
+        if path == test_path or not is_test_path(path):
+            continue
+        lines = yield from read_test(desk, path, name, section)
+        span = test_span(lines, name) if lines else None
+        if lines is not None and span is not None:
+            return path, lines, span, section
+    return None
 
 
 def read_test(desk: Desk, path: str, node: str, section: str) -> Steps[list[str] | None]:
