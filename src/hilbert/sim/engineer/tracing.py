@@ -92,6 +92,9 @@ sys.exit(code)
 
 _EXECUTED = re.compile(r"^(executed|loaded)(?:@(in)?(\d+))? (\S+): ([\d,-]+)$", re.MULTILINE)
 FROM_TEST = 1_000  # ranks: below the suspect 0, 1, ...; below a test FROM_TEST + its depth
+NOTS = "nots"  # in `regions_traced`: here the repairs that put a `not` before a line, held back, come
+Traced = dict[str, dict[int, int]]  # product file -> 0-based line -> rank (`executed_lines`)
+Region = tuple[str, list[int]] | str  # (path, 0-based lines) or `NOTS`
 NO_TEST = 1_000_000  # run with no test on the stack
 
 
@@ -126,3 +129,28 @@ def executed_lines(output: str) -> tuple[dict[str, dict[int, int]], dict[str, se
         for index in indices:
             ranks[index] = min(ranks.get(index, NO_TEST), rank)
     return executed, loaded
+
+
+def regions_traced(
+    executed: Traced, loaded: dict[str, set[int]], suspect: str | None, callees: list[int]
+) -> list[Region]:
+    """The order a trace gives the lines to try (`suspect`: the suspect's file): below the suspect, a
+    call deeper at a time (its file first at each depth), `NOTS`, then below the test in the same way,
+    `NOTS`; then what ran as modules loaded. Without a trace of the suspect's file (the tracer's output
+    not read), first `callees`, the lines of the functions the suspect calls in its file."""
+    first = sorted(executed, key=lambda path: path != suspect)
+    ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
+    regions: list[Region] = []
+    for rank in ranks:
+        if rank >= FROM_TEST and NOTS not in regions:
+            regions.append(NOTS)
+        regions += [
+            (path, sorted(i for i, at in executed[path].items() if at == rank))
+            for path in first
+            if rank in executed[path].values()
+        ]
+    regions.append(NOTS)
+    if suspect and suspect not in executed:
+        regions.insert(0, (suspect, callees))
+    modules = sorted(loaded, key=lambda path: path != suspect)
+    return regions + [(path, sorted(loaded[path])) for path in modules]

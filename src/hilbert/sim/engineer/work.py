@@ -40,7 +40,7 @@ from hilbert.sim.engineer.reading import (
     tested_names,
 )
 from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
-from hilbert.sim.engineer.tracing import FROM_TEST, executed_lines, trace_command
+from hilbert.sim.engineer.tracing import NOTS, Region, Traced, executed_lines, regions_traced, trace_command
 
 _FRAMES = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)  # a traceback's frame: `path:line: `
 MAX_ROUNDS = 8  # failing tests looked into per attempt
@@ -281,9 +281,6 @@ def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
     return lines
 
 
-Traced = dict[str, dict[int, int]]  # product file -> 0-based line -> rank (`tracing.executed_lines`)
-
-
 def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[Traced, dict[str, set[int]]]]:
     why = f"Tracing which lines {suspect.test_id} runs, to look where it goes wrong."
     within = (suspect.path, suspect.function) if suspect.path and suspect.function else None
@@ -291,7 +288,7 @@ def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[Traced, dict[str, set[int
     return executed_lines(observation.text)
 
 
-TRACE, NOTS = "trace", "nots"  # stages of `repair`: what the trace shows; the deferred `not`s
+TRACE = "trace"  # a stage of `repair`: what the trace shows (`tracing.regions`)
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
@@ -310,7 +307,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     later: list[tuple[str, Candidate]] = []  # edits made and undone before (`desk.tried`): last
     nots: list[tuple[str, Candidate]] = []  # repairs adding a `not` after the trace: until `NOTS`
     inside, callees = own_lines(desk, suspect)
-    stages: list[list[tuple[str, list[int]] | str] | str] = [TRACE]
+    stages: list[list[Region] | str] = [TRACE]
     if suspect.path:
         seen = (
             desk.seen.get(suspect.path) if suspect.path in desk.unread else None
@@ -318,7 +315,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         rest = [
             i for i in range(len(desk.files[suspect.path])) if i not in inside and (seen is None or i in seen)
         ]
-        own: list[tuple[str, list[int]] | str] = [(suspect.path, inside)]
+        own: list[Region] = [(suspect.path, inside)]
         stages = [own, TRACE, [NOTS, (suspect.path, rest), NOTS]]
         if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
             stages = [TRACE, own, [NOTS, (suspect.path, rest), NOTS]]
@@ -327,7 +324,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         if isinstance(regions, str):  # TRACE
             traced = True
             executed, loaded = yield from trace(desk, suspect)
-            regions = _traced(suspect, executed, loaded, callees)
+            regions = regions_traced(executed, loaded, suspect.path, callees)
         for region in regions:
             queue: list[tuple[str, Candidate]] = []
             if isinstance(region, str):  # NOTS
@@ -369,39 +366,6 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         if fixed is not None:
             return fixed
     return None
-
-
-def _traced(
-    suspect: Suspect,
-    executed: Traced,
-    loaded: dict[str, set[int]],
-    callees: list[int],
-) -> list[tuple[str, list[int]] | str]:
-    """The regions a trace orders (`_stepping_in`), then what ran as modules loaded. Without a trace
-    of the suspect's file (the tracer's output not read), first the functions the suspect calls in
-    its file."""
-    regions = _stepping_in(suspect, executed)
-    if suspect.path and suspect.path not in executed:
-        regions.insert(0, (suspect.path, callees))
-    modules = sorted(loaded, key=lambda path: path != suspect.path)
-    return regions + [(path, sorted(loaded[path])) for path in modules]
-
-
-def _stepping_in(suspect: Suspect, executed: Traced) -> list[tuple[str, list[int]] | str]:
-    """Below the suspect, a call deeper at a time (its file first at each depth), `NOTS`, then below
-    the test in the same way, `NOTS`."""
-    first = sorted(executed, key=lambda path: path != suspect.path)
-    ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
-    regions: list[tuple[str, list[int]] | str] = []
-    for rank in ranks:
-        if rank >= FROM_TEST and NOTS not in regions:
-            regions.append(NOTS)
-        regions += [
-            (path, sorted(i for i, at in executed[path].items() if at == rank))
-            for path in first
-            if rank in executed[path].values()
-        ]
-    return [*regions, NOTS]
 
 
 def _is_class(desk: Desk, suspect: Suspect) -> bool:
