@@ -193,13 +193,22 @@ class Bench:
         return Result(strategy, seconds, mb, cleanup_s, *probe)
 
     async def provision_worktree(self, dest: Path) -> None:
-        await bounded(
-            self.jobs,
-            self.n,
-            lambda i: self.git(
-                "-C", self.base, "worktree", "add", "-q", "-b", f"w{i}", dest / f"w{i}", "main"
-            ),
-        )
+        async def add(i: int) -> None:
+            # git reads every worktree's files while it adds one; one being added beside it can be
+            # half-written ("failed to read .git/worktrees/w0/commondir", seen once in a fresh-clone
+            # CI): tried again, with -B in case the branch was made before the add failed
+            for attempt in range(3):
+                flag = "-b" if attempt == 0 else "-B"
+                try:
+                    await self.git(
+                        "-C", self.base, "worktree", "add", "-q", flag, f"w{i}", dest / f"w{i}", "main"
+                    )
+                    return
+                except RuntimeError as failed:
+                    if "worktrees/" not in str(failed) or attempt == 2:
+                        raise
+
+        await bounded(self.jobs, self.n, add)
 
     async def _clone(self, dest: Path, *flags: str) -> None:
         async def one(i: int) -> None:
