@@ -846,3 +846,75 @@ def test_a_test_inherited_from_a_mixin_in_another_module_is_read_where_its_trace
     episode = solve(tmp_path, test_id)
     assert episode.claim.startswith("Fixed") and "self.total += n" in episode.claim, episode.claim
     assert run_tests(tmp_path).returncode == 0
+
+
+SPAN = {
+    "span.py": (
+        "class Span:\n"
+        "    def __init__(self, start, stop, step=1):\n"
+        "        if step == 0:\n"
+        '            raise ValueError("step must not be zero")\n'
+        "        self.start = start\n"
+        "        self.stop = stop\n"
+        "        self.step = step\n"
+        "        self.growing = step > 0\n"
+        "        self.length = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)\n"
+        "        self.last = start + (self.length - 1) * step\n\n"
+        "    def __len__(self):\n"
+        "        return self.length\n\n"
+        "    def __contains__(self, value):\n"
+        "        try:\n"
+        "            self.index(value)\n"
+        "        except ValueError:\n"
+        "            return False\n"
+        "        return True\n\n"
+        "    def index(self, value):\n"
+        "        if self.growing:\n"
+        "            if self.start <= value < self.stop:\n"
+        "                q, r = divmod(value - self.start, self.step)\n"
+        "                if r == 0:\n"
+        "                    return q\n"
+        "        else:\n"
+        "            if self.start >= value > self.stop:\n"
+        "                q, r = divmod(self.start - value, -self.step)\n"
+        "                if r == 0:\n"
+        "                    return q\n"
+        '        raise ValueError(f"{value} is not in the span")\n'
+    ),
+    "tests/__init__.py": "",
+    "tests/test_span.py": (
+        "import pytest\n\n"
+        "from span import Span\n\n\n"
+        "class TestSpan:\n"
+        "    def test_len(self):\n"
+        "        assert len(Span(0, 10, 3)) == 4\n"
+        "        assert len(Span(10, 0, -3)) == 4\n\n"
+        "    def test_last(self):\n"
+        "        assert Span(10, 0, -3).last == 1\n\n"
+        "    def test_growing(self):\n"
+        "        assert 6 in Span(0, 10, 3)\n"
+        "        assert 7 not in Span(0, 10, 3)\n"
+        "        assert Span(0, 10, 3).index(9) == 3\n\n"
+        "    def test_zero_step(self):\n"
+        "        with pytest.raises(ValueError):\n"
+        "            Span(0, 10, 0)\n\n"
+        "    def test_shrinking(self):\n"
+        "        assert 7 in Span(10, 0, -3)\n"
+    ),
+}
+
+
+def test_the_lines_only_the_failing_test_of_a_class_ran_are_tried_first(tmp_path: Path) -> None:
+    """A class's failing test runs many lines its passing tests run too (its `__init__`), and a few
+    they do not (a branch of `index`): the bug is likelier there (spectrum-based fault localization).
+    The trace runs the class's other tests too, and those lines are tried first (more-itertools'
+    `numeric_range.index`, seeds 20 and 22: every attempt spent its replies on `__init__`)."""
+    bug = ("span.py", "divmod(self.start - value", "divmod(self.start + value")
+    episode = solve_in_one_attempt(tmp_path, SPAN, bug, "tests/test_span.py::TestSpan::test_shrinking")
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    traces = [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]
+    assert traces and "tests/test_span.py::TestSpan" in traces[0]["command"].split()[-1], traces
+    tries = [e["old"] for e in tool_arguments(episode.messages, "edit_file")]
+    branch = ("self.start >= value > self.stop", "divmod(self.start + value")
+    assert tries and any(line in tries[0] for line in branch), tries[:3]

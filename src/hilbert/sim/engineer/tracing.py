@@ -15,25 +15,35 @@ lines run inside functions (`executed@in1 PATH: 3-7,12`: one call below the susp
 PATH: 40-41`: two below a test; without `@`: run with no test on the stack, as from a thread or a
 top-level `conftest.py`; 1-based lines, relative to the project folder), and one for those run as a
 module or class body was loaded (`loaded PATH: ...`: imports, `def` lines and their defaults,
-constants). A line run at several depths counts at the least. `executed_lines` reads both back as a
-rank per line (`rank`), keeping product files only (not tests, not dot-folders, not installed
-packages).
+constants). A line run at several depths counts at the least.
+
+Then, with what is left of its time (`BUDGET_S`), it runs the other tests of the failing test's class
+(spectrum-based fault localization, as in Tarantula and Ochiai: a line the failing test runs and the
+passing ones do not is the likeliest place of a bug) and prints how many passed (`passing tests: N`)
+and, of the lines the failing test ran inside functions, those the passing ones ran too (`passed
+PATH: ...`). `executed_lines` reads all of it back (`Trace`), keeping product files only (not tests,
+not dot-folders, not installed packages).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, field
 
 from hilbert.sim.engineer.reading import is_test_path
 
 TRACER = """
-import os, sys, threading
+import os, sys, threading, time
 import pytest
 root = os.getcwd() + os.sep
 within = WITHIN  # (path, qualified name) of the suspect, or None
+target = TARGET  # the failing test's node id
 kinds = {}
 seen = {}
+others = {}  # the other tests': node id -> {file: lines run inside functions}
+passed = set()
+now = [None]  # the node id of the test running
 def kind_of(name):  # 0: not the project's, 1: product, 2: a test file
     if name not in kinds:
         rel = "/" + name[len(root):]
@@ -65,6 +75,15 @@ def call(frame, event, arg):
     if not found:
         return None
     kind = "executed" if frame.f_code.co_flags & 1 else "loaded"
+    if now[0] not in (None, target):  # another test of its class: which lines, nothing more
+        if kind == "loaded" or found != 1:
+            return None
+        ran = others.setdefault(now[0], {}).setdefault(frame.f_code.co_filename, set())
+        def other(frame, event, arg):
+            if event == "line":
+                ran.add(frame.f_lineno)
+            return other
+        return other
     lines = seen.setdefault((frame.f_code.co_filename, kind), {})
     level = depth(frame) if kind == "executed" and found == 1 else ""
     def local(frame, event, arg):
@@ -72,45 +91,89 @@ def call(frame, event, arg):
             lines.setdefault(frame.f_lineno, set()).add(level)
         return local
     return local
+class Spectrum:  # the target first, then the others while time is left; which of them passed
+    def pytest_sessionstart(self, session):
+        self.session, self.started = session, time.monotonic()
+    def pytest_collection_modifyitems(self, items):
+        ordered = sorted(items, key=lambda item: item.nodeid != target)
+        items[:] = list({item.nodeid: item for item in ordered}.values())
+    def pytest_runtest_logstart(self, nodeid, location):
+        now[0] = nodeid
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" and report.passed:
+            passed.add(report.nodeid)
+        elif report.failed:
+            passed.discard(report.nodeid)
+    def pytest_runtest_logfinish(self, nodeid, location):
+        now[0] = None
+        if time.monotonic() - self.started > BUDGET:
+            self.session.shouldstop = "the trace's time is up"
+def spans_of(numbers):
+    spans = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ",".join(f"{a}-{b}" if a < b else str(a) for a, b in spans)
 sys.settrace(call)
 threading.settrace(call)
-code = pytest.main(sys.argv[1:])
+code = pytest.main(sys.argv[1:], plugins=[Spectrum()])
 sys.settrace(None)
 for (name, kind), lines in seen.items():
     for level in sorted({at for ats in lines.values() for at in ats}):
-        spans = []
-        for n in sorted(n for n, ats in lines.items() if level in ats):
-            if spans and n == spans[-1][1] + 1:
-                spans[-1][1] = n
-            else:
-                spans.append([n, n])
-        text = ",".join(f"{a}-{b}" if a < b else str(a) for a, b in spans)
         at = f"@{level}" if level else ""
+        text = spans_of(n for n, ats in lines.items() if level in ats)
         print(f"{kind}{at} {os.path.relpath(name)}: {text}")
-sys.exit(code)
+print(f"passing tests: {len(passed - {target})}")
+for (name, kind), lines in seen.items():
+    ran = {n for test in passed - {target} for n in others.get(test, {}).get(name, ())}
+    if kind == "executed" and ran & set(lines):
+        print(f"passed {os.path.relpath(name)}: {spans_of(ran & set(lines))}")
+sys.exit(0 if target in passed else 1)
 """.strip()
 
-_EXECUTED = re.compile(r"^(executed|loaded)(?:@(in)?(\d+))? (\S+): ([\d,-]+)$", re.MULTILINE)
+_EXECUTED = re.compile(r"^(executed|loaded|passed)(?:@(in)?(\d+))? (\S+): ([\d,-]+)$", re.MULTILINE)
 FROM_TEST = 1_000  # ranks: below the suspect 0, 1, ...; below a test FROM_TEST + its depth
 NOTS = "nots"  # in `regions_traced`: here the repairs that put a `not` before a line, held back, come
 Traced = dict[str, dict[int, int]]  # product file -> 0-based line -> rank (`executed_lines`)
 Region = tuple[str, list[int]] | str  # (path, 0-based lines) or `NOTS`
 NO_TEST = 1_000_000  # run with no test on the stack
+BUDGET_S = 20  # how long the tracer runs the other tests of the class, once the failing one ran
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What a trace shows, product files only (0-based lines, files in the order the tracer first
+    entered them): the lines the failing test ran inside functions, each with its rank (the least of
+    those it ran at, as in `FROM_TEST`); the lines run as a module or class body was loaded; and of
+    the lines the failing test ran, those the other tests of its class that pass ran too."""
+
+    executed: Traced = field(default_factory=dict)
+    loaded: dict[str, set[int]] = field(default_factory=dict)
+    passing: dict[str, set[int]] = field(default_factory=dict)
 
 
 def trace_command(test_id: str, within: tuple[str, str] | None = None) -> str:
-    """The shell command that runs one test under the tracer (its traceback was read already, so
-    none: the lines the trace prints are the output). `within`: the suspect, as (path, name)."""
-    script = TRACER.replace("WITHIN", repr(within))
-    return f"python -c {shlex.quote(script)} -q --tb=no -p no:cacheprovider {shlex.quote(test_id)}"
+    """The shell command that runs the failing test under the tracer, then the other tests of its
+    class (its traceback was read already, so none: the lines the trace prints are the output); it
+    exits 0 when the failing test passes. `within`: the suspect, as (path, name)."""
+    script = TRACER.replace("WITHIN", repr(within)).replace("TARGET", repr(test_id))
+    script = script.replace("BUDGET", str(BUDGET_S))
+    scope = [test_id] + ([holder] if (holder := class_node(test_id)) else [])
+    return f"python -c {shlex.quote(script)} -q --tb=no -p no:cacheprovider {shlex.join(scope)}"
 
 
-def executed_lines(output: str) -> tuple[dict[str, dict[int, int]], dict[str, set[int]]]:
-    """(lines run inside functions, each with its rank: the least of those it ran at, as in
-    `FROM_TEST`; lines run as a module or class body was loaded): product file -> 0-based lines,
-    files in the order the tracer first entered them."""
-    executed: dict[str, dict[int, int]] = {}
-    loaded: dict[str, set[int]] = {}
+def class_node(test_id: str) -> str | None:
+    """The node id of the class a test id's test is a method of (`tests/t.py::Box::test_a` ->
+    `tests/t.py::Box`); None for a test function of a module."""
+    parts = test_id.split("[", 1)[0].split("::")
+    return "::".join(parts[:-1]) if len(parts) > 2 else None
+
+
+def executed_lines(output: str) -> Trace:
+    """What the tracer's output shows (`Trace`)."""
+    trace = Trace()
     for kind, below, level, path, spans in _EXECUTED.findall(output):
         parts = path.split("/")
         if path.startswith("..") or any(p.startswith(".") for p in parts) or "site-packages" in parts:
@@ -121,36 +184,49 @@ def executed_lines(output: str) -> tuple[dict[str, dict[int, int]], dict[str, se
         for span in spans.split(","):
             first, _, last = span.partition("-")
             indices.update(range(int(first) - 1, int(last or first)))
-        if kind == "loaded":
-            loaded.setdefault(path, set()).update(indices)
+        if kind != "executed":
+            (trace.loaded if kind == "loaded" else trace.passing).setdefault(path, set()).update(indices)
             continue
         rank = NO_TEST if not level else int(level) + (0 if below else FROM_TEST)
-        ranks = executed.setdefault(path, {})
+        ranks = trace.executed.setdefault(path, {})
         for index in indices:
             ranks[index] = min(ranks.get(index, NO_TEST), rank)
-    return executed, loaded
+    return trace
 
 
-def regions_traced(
-    executed: Traced, loaded: dict[str, set[int]], suspect: str | None, callees: list[int]
-) -> list[Region]:
-    """The order a trace gives the lines to try (`suspect`: the suspect's file): below the suspect, a
-    call deeper at a time (its file first at each depth), `NOTS`, then below the test in the same way,
-    `NOTS`; then what ran as modules loaded. Without a trace of the suspect's file (the tracer's output
-    not read), first `callees`, the lines of the functions the suspect calls in its file."""
-    first = sorted(executed, key=lambda path: path != suspect)
-    ranks = sorted({rank for lines in executed.values() for rank in lines.values()})
+def regions_traced(trace: Trace, suspect: str | None, callees: list[int]) -> list[Region]:
+    """The order a trace gives the lines to try (`suspect`: the suspect's file). First, when the other
+    tests of the failing test's class that pass ran some of its lines, the lines only the failing
+    test ran (a one-bug fix lies on a line the failing tests run; lines the passing ones run too are
+    less likely), in the order below, then `NOTS`. Then all of them: below the suspect, a call deeper
+    at a time (its file first at each depth), `NOTS`, then below the test in the same way, `NOTS`;
+    then what ran as modules loaded. Without a trace of the suspect's file (the tracer's output not
+    read), first `callees`, the lines of the functions the suspect calls in its file."""
+    first = sorted(trace.executed, key=lambda path: path != suspect)
     regions: list[Region] = []
-    for rank in ranks:
+    if any(trace.passing.values()):
+        only = {
+            path: {i: at for i, at in lines.items() if i not in trace.passing.get(path, set())}
+            for path, lines in trace.executed.items()
+        }
+        regions += [*_by_rank(only, first), NOTS]
+    regions += [*_by_rank(trace.executed, first), NOTS]
+    if suspect and suspect not in trace.executed:
+        regions.insert(0, (suspect, callees))
+    modules = sorted(trace.loaded, key=lambda path: path != suspect)
+    return regions + [(path, sorted(trace.loaded[path])) for path in modules]
+
+
+def _by_rank(executed: Traced, order: list[str]) -> list[Region]:
+    """`executed`'s lines a rank at a time, each rank's files in `order`; `NOTS` before the first
+    rank below a test."""
+    regions: list[Region] = []
+    for rank in sorted({rank for lines in executed.values() for rank in lines.values()}):
         if rank >= FROM_TEST and NOTS not in regions:
             regions.append(NOTS)
         regions += [
             (path, sorted(i for i, at in executed[path].items() if at == rank))
-            for path in first
+            for path in order
             if rank in executed[path].values()
         ]
-    regions.append(NOTS)
-    if suspect and suspect not in executed:
-        regions.insert(0, (suspect, callees))
-    modules = sorted(loaded, key=lambda path: path != suspect)
-    return regions + [(path, sorted(loaded[path])) for path in modules]
+    return regions

@@ -40,7 +40,7 @@ from hilbert.sim.engineer.reading import (
     tested_names,
 )
 from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
-from hilbert.sim.engineer.tracing import NOTS, Region, Traced, executed_lines, regions_traced, trace_command
+from hilbert.sim.engineer.tracing import NOTS, Region, Trace, executed_lines, regions_traced, trace_command
 
 _FRAMES = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)  # a traceback's frame: `path:line: `
 MAX_ROUNDS = 8  # failing tests looked into per attempt
@@ -281,8 +281,8 @@ def read_block(desk: Desk, path: str, start: int) -> Steps[list[str] | None]:
     return lines
 
 
-def trace(desk: Desk, suspect: Suspect) -> Steps[tuple[Traced, dict[str, set[int]]]]:
-    why = f"Tracing which lines {suspect.test_id} runs, to look where it goes wrong."
+def trace(desk: Desk, suspect: Suspect) -> Steps[Trace]:
+    why = f"Tracing which lines {suspect.test_id} runs (and its class's passing tests) to see where it fails."
     within = (suspect.path, suspect.function) if suspect.path and suspect.function else None
     observation = yield from desk.ask(Run(trace_command(suspect.test_id, within), why=why))
     return executed_lines(observation.text)
@@ -293,13 +293,14 @@ TRACE = "trace"  # a stage of `repair`: what the trace shows (`tracing.regions`)
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
     """Try candidate repairs, most likely first: the suspect function's lines (a `not` put before one
-    of them last), then, after tracing the test, the other lines the test ran inside functions,
-    stepping into calls: what ran below the suspect, a call deeper at a time (at each depth the
-    suspect's file first: the helpers of its file the test ran, not every function it may call),
-    then below the test; then what ran as modules loaded; then the rest of the suspect's file. After
-    the trace, a repair that puts a `not` before a line (it fits almost any condition) waits (`NOTS`;
-    not at a raise a traceback shows) until the lines below the suspect were tried, then until those
-    below the test were. For a class no traceback blames, the trace comes first.
+    of them last), then, after tracing the test, the other lines the test ran inside functions (first
+    those the passing tests of its class did not run: `tracing.regions_traced`), stepping into calls:
+    what ran below the suspect, a call deeper at a time (at each depth the suspect's file first: the
+    helpers of its file the test ran, not every function it may call), then below the test; then what
+    ran as modules loaded; then the rest of the suspect's file. After the trace, a repair that puts a
+    `not` before a line (it fits almost any condition) waits (`NOTS`; not at a raise a traceback
+    shows) until the lines below the suspect were tried, then until those below the test were. For a
+    class no traceback blames, the trace comes first.
     Return the suite's report once one fixes the test without breaking another, or gets it further
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
@@ -323,8 +324,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     for regions in [*stages, [NOTS]]:
         if isinstance(regions, str):  # TRACE
             traced = True
-            executed, loaded = yield from trace(desk, suspect)
-            regions = regions_traced(executed, loaded, suspect.path, callees)
+            regions = regions_traced((yield from trace(desk, suspect)), suspect.path, callees)
         for region in regions:
             queue: list[tuple[str, Candidate]] = []
             if isinstance(region, str):  # NOTS
