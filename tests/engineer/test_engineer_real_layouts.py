@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from engineer_testkit import FAST
 
-from hilbert.context.tried import tried_edits
+from hilbert.context.tried import TriedEdit, tried_edits, tried_note
 from hilbert.sim.engineer import EngineerResponder, reading
 from hilbert.sim.engineer.actions import Edit, Observation
 from hilbert.sim.engineer.desk import Brief, Desk
@@ -918,3 +918,27 @@ def test_the_lines_only_the_failing_test_of_a_class_ran_are_tried_first(tmp_path
     tries = [e["old"] for e in tool_arguments(episode.messages, "edit_file")]
     branch = ("self.start >= value > self.stop", "divmod(self.start + value")
     assert tries and any(line in tries[0] for line in branch), tries[:3]
+
+
+def test_an_earlier_attempts_try_on_a_line_only_the_failing_test_ran_is_tried_again_first(
+    tmp_path: Path,
+) -> None:
+    """An earlier attempt's try that did not pass its test goes last, but not on a line only the
+    failing test of a class ran: a second bug, fixed since by another task's merge, may have made it
+    fail then (cachetools' `fifo_cache`, seed 22: the first attempt's right fix was put back while the
+    `misses` bug of `_decorators.py` failed the same test; the next three attempts, on a tip with
+    that fixed, tried it last and ran out of replies)."""
+    bug = ("span.py", "divmod(self.start - value", "divmod(self.start + value")
+    for name, text in SPAN.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace(*bug[1:]) if name == bug[0] else text)
+    line = "q, r = divmod(self.start {} value, -self.step)"
+    note = tried_note([TriedEdit("span.py", line.format("+"), line.format("-"))])
+    test_id = "tests/test_span.py::TestSpan::test_shrinking"
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes.\n\n{note}"
+    responder = EngineerResponder.from_options({}, seed=1)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
+    assert episode.claim.startswith("Fixed"), episode.claim
+    tries = [m.content for m in episode.messages if m.content.startswith("Maybe a ")]
+    assert any("divmod(self.start + value" in words for words in tries[:3]), tries

@@ -90,11 +90,13 @@ class Desk:
         # edits an earlier attempt made and put back, as its feedback lists them, and this attempt's
         # before a cut, as the pinned state lists them
         self.tried: list[TriedEdit] = []
+        self.tried_here: list[TriedEdit] = []  # of those, this attempt's
         for text in (brief.task, *brief.notes):  # an earlier attempt's, or this one's before a cut
             for header in (TRIED, TRIED_HERE):
                 if header in text:
-                    listed = text.split(header, 1)[1]
-                    self.tried += [TriedEdit(*found) for found in _TRIED_LINE.findall(listed)]
+                    listed = [TriedEdit(*found) for found in _TRIED_LINE.findall(text.split(header, 1)[1])]
+                    self.tried += listed
+                    self.tried_here += listed if header == TRIED_HERE else []
         for note in brief.notes:
             self._notice(note)
 
@@ -102,15 +104,16 @@ class Desk:
         if is_reminder(text, in_tool_output=in_tool_output):
             self.verify_due = _command_in(text) or self.brief.test_command
 
-    def tried_before(self, path: str, index: int, new_line: str) -> bool:
-        """Whether an earlier attempt replaced line `index` of `path` (as known) with `new_line` and
-        put it back: the same change of a line with the same lines around it, as far as its edit
-        took them in."""
-        if not self.tried:
+    def tried_before(self, path: str, index: int, new_line: str, *, earlier: bool = True) -> bool:
+        """Whether this attempt (before a cut), or an earlier one unless not `earlier`, replaced line
+        `index` of `path` (as known) with `new_line` and put it back: the same change of a line with
+        the same lines around it, as far as its edit took them in."""
+        tried = self.tried if earlier else self.tried_here
+        if not tried:
             return False
         lines = [" ".join(line.split()) for line in self.files.get(path, [])]
         change = (path, lines[index] if index < len(lines) else None, " ".join(new_line.split()))
-        for edit in self.tried:
+        for edit in tried:
             above = edit.above.split(NEXT_LINE) if edit.above else []
             below = edit.below.split(NEXT_LINE) if edit.below else []
             if (edit.path, edit.before, edit.after) != change or index < len(above):
@@ -130,6 +133,7 @@ class Desk:
             elif made(action, observation):
                 self._apply(action)
         self.tried += memory.tried
+        self.tried_here += memory.tried
         if memory.wide_before is not None:
             self.wide_before = read_pytest(memory.wide_before.text, memory.wide_before.exit_code)
 

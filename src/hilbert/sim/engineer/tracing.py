@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from hilbert.sim.engineer.reading import is_test_path
 
@@ -137,9 +138,20 @@ _EXECUTED = re.compile(r"^(executed|loaded|passed)(?:@(in)?(\d+))? (\S+): ([\d,-
 FROM_TEST = 1_000  # ranks: below the suspect 0, 1, ...; below a test FROM_TEST + its depth
 NOTS = "nots"  # in `regions_traced`: here the repairs that put a `not` before a line, held back, come
 Traced = dict[str, dict[int, int]]  # product file -> 0-based line -> rank (`executed_lines`)
-Region = tuple[str, list[int]] | str  # (path, 0-based lines) or `NOTS`
 NO_TEST = 1_000_000  # run with no test on the stack
 BUDGET_S = 20  # how long the tracer runs the other tests of the class, once the failing one ran
+
+
+class Lines(NamedTuple):
+    """Lines of a file to try (0-based); `only_failing`: lines the failing test ran and the passing
+    tests of its class did not (`regions_traced`)."""
+
+    path: str
+    indices: list[int]
+    only_failing: bool = False
+
+
+Region = Lines | str  # or `NOTS`
 
 
 @dataclass(frozen=True)
@@ -209,15 +221,15 @@ def regions_traced(trace: Trace, suspect: str | None, callees: list[int]) -> lis
             path: {i: at for i, at in lines.items() if i not in trace.passing.get(path, set())}
             for path, lines in trace.executed.items()
         }
-        regions += [*_by_rank(only, first), NOTS]
+        regions += [*_by_rank(only, first, only_failing=True), NOTS]
     regions += [*_by_rank(trace.executed, first), NOTS]
     if suspect and suspect not in trace.executed:
-        regions.insert(0, (suspect, callees))
+        regions.insert(0, Lines(suspect, callees))
     modules = sorted(trace.loaded, key=lambda path: path != suspect)
-    return regions + [(path, sorted(trace.loaded[path])) for path in modules]
+    return regions + [Lines(path, sorted(trace.loaded[path])) for path in modules]
 
 
-def _by_rank(executed: Traced, order: list[str]) -> list[Region]:
+def _by_rank(executed: Traced, order: list[str], *, only_failing: bool = False) -> list[Region]:
     """`executed`'s lines a rank at a time, each rank's files in `order`; `NOTS` before the first
     rank below a test."""
     regions: list[Region] = []
@@ -225,7 +237,7 @@ def _by_rank(executed: Traced, order: list[str]) -> list[Region]:
         if rank >= FROM_TEST and NOTS not in regions:
             regions.append(NOTS)
         regions += [
-            (path, sorted(i for i, at in executed[path].items() if at == rank))
+            Lines(path, sorted(i for i, at in executed[path].items() if at == rank), only_failing)
             for path in order
             if rank in executed[path].values()
         ]

@@ -40,7 +40,15 @@ from hilbert.sim.engineer.reading import (
     tested_names,
 )
 from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
-from hilbert.sim.engineer.tracing import NOTS, Region, Trace, executed_lines, regions_traced, trace_command
+from hilbert.sim.engineer.tracing import (
+    NOTS,
+    Lines,
+    Region,
+    Trace,
+    executed_lines,
+    regions_traced,
+    trace_command,
+)
 
 _FRAMES = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)  # a traceback's frame: `path:line: `
 MAX_ROUNDS = 8  # failing tests looked into per attempt
@@ -316,10 +324,10 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         rest = [
             i for i in range(len(desk.files[suspect.path])) if i not in inside and (seen is None or i in seen)
         ]
-        own: list[Region] = [(suspect.path, inside)]
-        stages = [own, TRACE, [NOTS, (suspect.path, rest), NOTS]]
+        own: list[Region] = [Lines(suspect.path, inside)]
+        stages = [own, TRACE, [NOTS, Lines(suspect.path, rest), NOTS]]
         if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
-            stages = [TRACE, own, [NOTS, (suspect.path, rest), NOTS]]
+            stages = [TRACE, own, [NOTS, Lines(suspect.path, rest), NOTS]]
     traced = False  # a `not` before a line waits (`NOTS`) once the trace has shown what ran
     for regions in [*stages, [NOTS]]:
         if isinstance(regions, str):  # TRACE
@@ -330,7 +338,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
             if isinstance(region, str):  # NOTS
                 queue, nots = nots, []
             else:
-                path, indices = region
+                path, indices, only_failing = region
                 lines = desk.files.get(path)
                 for index in indices:
                     if lines is None or (path in desk.unread and index not in desk.seen[path]):
@@ -344,8 +352,10 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                 blamed = suspect.blamed if path == suspect.path else ()
                 known = desk.seen.get(path) if path in desk.unread else None
                 for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
-                    if desk.tried_before(path, candidate.index, candidate.line):
-                        later.append((path, candidate))  # an earlier attempt made and undid it: last
+                    # what an earlier attempt made and undid goes last, but on a line only the failing
+                    # test ran: a bug masked by another (fixed since, by a merge) made it fail then
+                    if desk.tried_before(path, candidate.index, candidate.line, earlier=not only_failing):
+                        later.append((path, candidate))
                     elif traced and candidate.adds_not and not candidate.blamed:
                         nots.append((path, candidate))
                     else:
