@@ -33,6 +33,7 @@ from hilbert.settings import Settings
 from hilbert.store import EventStore
 from hilbert.testing.fake_server import FakeServer
 from hilbert.testing.fake_server.responder import Conversation, Reply
+from hilbert.ui.fleet_views import runs_table
 
 
 def test_only_failures_new_since_base_that_fail_twice_are_new() -> None:
@@ -262,3 +263,5 @@ def test_a_task_given_up_whose_check_passes_at_the_tip_is_said_to_need_nothing(t
     assert [line.split(":")[0] for line in person_summary(state) if "needs you" in line] == ["  T3 needs you"]
     [line] = fixed_meanwhile(state)
     assert "given up, yet their checks pass at" in line and line.endswith("nothing to retry): T2"), line
+    [_header, row] = runs_table([state], {"r": 0.0}, now=1.0)
+    assert row.split()[1:5] == ["finished", "1s", "1/3", "T3"], row  # NEEDS YOU: not T2, fixed by T1

@@ -12,7 +12,7 @@ from hilbert.errors import UserError
 from hilbert.fleet.budget_lines import budget_lines, short_spend, waits
 from hilbert.fleet.final_check import summary as final_summary
 from hilbert.fleet.names import Name, lookup, to_id
-from hilbert.fleet.person import fixed_meanwhile
+from hilbert.fleet.person import fixed_meanwhile, fixed_tasks
 from hilbert.fleet.person import summary as person_summary
 from hilbert.fleet.state import HARNESS, PERSON, FleetState
 from hilbert.security.envelope import MessageKey
@@ -45,13 +45,15 @@ def run_label(state: FleetState) -> str:
 
 def runs_table(states: list[FleetState], started_at: dict[str, float], now: float | None = None) -> list[str]:
     """`hilbert runs`: one line per fleet run, oldest first — id, state, age, tasks done, the tasks
-    that need you, what it spent, repository."""
+    that need you (not those the final check found fixed by another task's merge), what it spent,
+    repository."""
     now = time.time() if now is None else now
     lines = [f"{'RUN':<30} {'STATE':<12} {'AGE':>6}  {'DONE':<7} {'NEEDS YOU':<10} {'SPENT':<10} REPOSITORY"]
     for state in states:
         assert state.started is not None
         done = sum(s.status == "done" for s in state.states.values())
-        yours = [t for t, s in state.states.items() if s.status == "needs_you"]
+        fixed = fixed_tasks(state)  # given up, yet the final check found them fixed: nothing to do
+        yours = [t for t, s in state.states.items() if s.status == "needs_you" and t not in fixed]
         label = run_label(state) + (f" {state.pid}" if run_label(state) == "live" else "")
         lines.append(
             f"{state.run:<30} {label:<12} {_age(now - started_at.get(state.run, now)):>6}  "
