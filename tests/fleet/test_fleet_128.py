@@ -205,8 +205,13 @@ def test_128_workers_land_128_tasks_through_faults_conflicts_and_dependencies(tm
     cancelled = sum(1 for e in harness if e.kind == "worker_hung")
     assert logged <= len(completions) <= logged + cancelled, (logged, cancelled, len(completions), faults)
 
-    # every worker that started stopped, with a name of its own, and each has a complete history
+    # every worker that started stopped, with a name of its own, and each has a complete history; a hung
+    # worker that liveness restarted (`worker_restarted`, seen at load 4 or more) starts again under its
+    # name, from its conversation (the fresh-clone CI of 98e88ae: 132 starts of 131 names)
     started = [e.agent for e in events if e.kind == "agent_started"]
     stopped = [e.agent for e in events if e.kind == "agent_stopped"]
-    assert len(started) == len(set(started)) >= WORKERS and Counter(started) == Counter(stopped)
-    assert len(started) == sum(1 for e in harness if e.kind == "task_started")
+    restarts = Counter(e.data["worker"] for e in harness if e.kind == "worker_restarted")
+    names = set(started)
+    assert len(names) >= WORKERS and Counter(started) == Counter(names) + restarts, (seed, restarts)
+    assert Counter(started) == Counter(stopped)
+    assert len(names) == sum(1 for e in harness if e.kind == "task_started")
