@@ -942,3 +942,27 @@ def test_an_earlier_attempts_try_on_a_line_only_the_failing_test_ran_is_tried_ag
     assert episode.claim.startswith("Fixed"), episode.claim
     tries = [m.content for m in episode.messages if m.content.startswith("Maybe a ")]
     assert any("divmod(self.start + value" in words for words in tries[:3]), tries
+
+
+def test_a_default_argument_of_the_suspect_is_one_of_its_own_lines(tmp_path: Path) -> None:
+    """A default argument's value is part of the function: its `def` line is tried with its body, not
+    last, as a line run when the module loaded (cachetools' `ttl_cache(..., typed=False)`, seed 23:
+    the attempts ran out of replies before the trace's loaded lines)."""
+    files = {
+        "scale.py": (
+            "def scaled(values, factor=2, offset=0):\n"
+            "    out = []\n"
+            "    for value in values:\n"
+            "        out.append(value * factor + offset)\n"
+            "    return out\n"
+        ),
+        "tests/test_scale.py": (
+            "from scale import scaled\n\n\ndef test_scaled():\n    assert scaled([1, 2]) == [2, 4]\n"
+        ),
+    }
+    episode = solve_in_one_attempt(
+        tmp_path, files, ("scale.py", "factor=2", "factor=3"), "tests/test_scale.py::test_scaled"
+    )
+    assert episode.claim.startswith("Fixed") and "factor=2" in episode.claim, episode.claim
+    assert not [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]
+    assert run_tests(tmp_path).returncode == 0

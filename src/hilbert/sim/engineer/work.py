@@ -388,11 +388,12 @@ def _is_class(desk: Desk, suspect: Suspect) -> bool:
 
 
 def own_lines(desk: Desk, suspect: Suspect) -> tuple[list[int], list[int]]:
-    """The 0-based lines of the suspect's body, and of the functions it calls in its file."""
+    """The 0-based lines of the suspect (from its `def` line: a default argument's value is its own,
+    cachetools' `ttl_cache(..., typed=False)`, seed 23), and of the functions it calls in its file."""
     if not suspect.path or not suspect.span:
         return [], []
     lines = desk.files[suspect.path]
-    inside = list(range(suspect.span[0] + 1, suspect.span[1]))
+    inside = list(range(*suspect.span))
     spans = [definition_span(lines, name) for name in called_names(lines, suspect.span)]
     callees = {i for span in spans if span and span != suspect.span for i in range(span[0] + 1, span[1])}
     return inside, sorted(callees - set(inside))
