@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from engineer_testkit import FAST
 
-from hilbert.context.tried import TriedEdit, tried_edits, tried_note
-from hilbert.sim.engineer import EngineerResponder, reading
+from hilbert.context.tried import TRIED_HERE, TriedEdit, tried_edits, tried_note
+from hilbert.sim.engineer import EngineerResponder, reading, tracing
 from hilbert.sim.engineer.actions import Edit, Observation
 from hilbert.sim.engineer.desk import Brief, Desk
 from hilbert.sim.engineer.harness import COMPACTED, Episode, drive, tool_arguments
@@ -899,7 +899,7 @@ SPAN = {
         "        with pytest.raises(ValueError):\n"
         "            Span(0, 10, 0)\n\n"
         "    def test_shrinking(self):\n"
-        "        assert 7 in Span(10, 0, -3)\n"
+        "        assert [v for v in range(11) if v in Span(10, 0, -3)] == [1, 4, 7, 10]\n"
     ),
 }
 
@@ -914,7 +914,7 @@ def test_the_lines_only_the_failing_test_of_a_class_ran_are_tried_first(tmp_path
     assert episode.claim.startswith("Fixed"), episode.claim
     assert run_tests(tmp_path).returncode == 0
     traces = [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]
-    assert traces and "tests/test_span.py::TestSpan" in traces[0]["command"].split()[-1], traces
+    assert traces and traces[0]["command"].split()[-1] == "tests/test_span.py::TestSpan", traces
     tries = [e["old"] for e in tool_arguments(episode.messages, "edit_file")]
     branch = ("self.start >= value > self.stop", "divmod(self.start + value")
     assert tries and any(line in tries[0] for line in branch), tries[:3]
@@ -924,10 +924,11 @@ def test_an_earlier_attempts_try_on_a_line_only_the_failing_test_ran_is_tried_ag
     tmp_path: Path,
 ) -> None:
     """An earlier attempt's try that did not pass its test goes last, but not on a line only the
-    failing test of a class ran: a second bug, fixed since by another task's merge, may have made it
-    fail then (cachetools' `fifo_cache`, seed 22: the first attempt's right fix was put back while the
-    `misses` bug of `_decorators.py` failed the same test; the next three attempts, on a tip with
-    that fixed, tried it last and ran out of replies)."""
+    failing test of a class ran (there: after the fresh tries on such lines, before all the others): a
+    second bug, fixed since by another task's merge, may have made it fail then (cachetools'
+    `fifo_cache`, seed 22: the first attempt's right fix was put back while the `misses` bug of
+    `_decorators.py` failed the same test; the next three attempts, on a tip with that fixed, tried
+    it last and ran out of replies)."""
     bug = ("span.py", "divmod(self.start - value", "divmod(self.start + value")
     for name, text in SPAN.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -941,7 +942,31 @@ def test_an_earlier_attempts_try_on_a_line_only_the_failing_test_ran_is_tried_ag
     episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
     assert episode.claim.startswith("Fixed"), episode.claim
     tries = [m.content for m in episode.messages if m.content.startswith("Maybe a ")]
-    assert any("divmod(self.start + value" in words for words in tries[:3]), tries
+    fix = "`q, r = divmod(self.start + value, -self.step)` -> `q, r = divmod(self.start - value, -self.step)`"
+    at = next((i for i, words in enumerate(tries) if fix in words), len(tries))
+    branch = ("self.start >= value > self.stop", "if r == 0", "return q")  # what only the test ran
+    assert at < len(tries) and all(any(b in words for b in branch) for words in tries[:at]), tries
+
+
+def test_this_attempts_own_try_before_a_cut_still_goes_last(tmp_path: Path) -> None:
+    """Tried again are an earlier attempt's tries only: this attempt's own, before a compaction cut (as
+    the pinned state lists them), stay last, or every cut would repeat them."""
+    bug = ("span.py", "divmod(self.start - value", "divmod(self.start + value")
+    for name, text in SPAN.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace(*bug[1:]) if name == bug[0] else text)
+    line = "q, r = divmod(self.start {} value, -self.step)"
+    note = tried_note([TriedEdit("span.py", line.format("+"), line.format("-"))], TRIED_HERE)
+    test_id = "tests/test_span.py::TestSpan::test_shrinking"
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes.\n\n{note}"
+    responder = EngineerResponder.from_options({}, seed=1)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(drive(responder, tmp_path, task, system=prompt, env=FAST, max_replies=60))
+    tries = [m.content for m in episode.messages if m.content.startswith("Maybe a ")]
+    fix = "`q, r = divmod(self.start + value, -self.step)` -> `q, r = divmod(self.start - value, -self.step)`"
+    at = next((i for i, words in enumerate(tries) if fix in words), len(tries))
+    branch = ("self.start >= value > self.stop", "if r == 0", "return q")  # what only the test ran
+    assert any(not any(b in words for b in branch) for words in tries[:at]), tries  # the rest first
 
 
 def test_a_default_argument_of_the_suspect_is_one_of_its_own_lines(tmp_path: Path) -> None:
@@ -966,3 +991,27 @@ def test_a_default_argument_of_the_suspect_is_one_of_its_own_lines(tmp_path: Pat
     assert episode.claim.startswith("Fixed") and "factor=2" in episode.claim, episode.claim
     assert not [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]
     assert run_tests(tmp_path).returncode == 0
+
+
+def test_a_test_whose_subtest_failed_or_that_is_expected_to_fail_is_not_a_passing_one(tmp_path: Path) -> None:
+    """The spectrum counts as passing only tests that passed whole: a failed subtest (its test's own
+    report passes) or an xfail test runs the bug's line too, and would hide it."""
+    (tmp_path / "prod.py").write_text("def f(x):\n    if x > 5:\n        return x - 1\n    return x\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_prod.py").write_text(
+        "import unittest\n\nfrom prod import f\n\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_small(self):\n        self.assertEqual(f(1), 1)\n\n"
+        "    def test_sub(self):\n        for x in (1, 9):\n            with self.subTest(x=x):\n"
+        "                self.assertEqual(f(x), x)\n\n"
+        "    @unittest.expectedFailure\n    def test_xfail(self):\n        self.assertEqual(f(9), 9)\n\n"
+        "    def test_big(self):\n        self.assertEqual(f(9), 9)\n"
+    )
+    command = tracing.trace_command("tests/test_prod.py::T::test_big", ("prod.py", "f"))
+    done = subprocess.run(
+        command, shell=True, cwd=tmp_path, env={**os.environ, **FAST}, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "passing tests: 1\n" in done.stdout, done.stdout + done.stderr
+    trace = tracing.executed_lines(done.stdout)
+    assert trace.passing == {"prod.py": {1}}, trace  # of test_big's lines, test_small ran `if x > 5:`
+    assert tracing.regions_traced(trace, "prod.py", [])[0] == tracing.Lines("prod.py", [2], True)

@@ -17,11 +17,13 @@ top-level `conftest.py`; 1-based lines, relative to the project folder), and one
 module or class body was loaded (`loaded PATH: ...`: imports, `def` lines and their defaults,
 constants). A line run at several depths counts at the least.
 
-Then, with what is left of its time (`BUDGET_S`), it runs the other tests of the failing test's class
-(spectrum-based fault localization, as in Tarantula and Ochiai: a line the failing test runs and the
-passing ones do not is the likeliest place of a bug) and prints how many passed (`passing tests: N`)
-and, of the lines the failing test ran inside functions, those the passing ones ran too (`passed
-PATH: ...`). `executed_lines` reads all of it back (`Trace`), keeping product files only (not tests,
+It runs the other tests of the failing test's class first, while `BUDGET_S` lasts, then the failing
+test (spectrum-based fault localization, as in Tarantula and Ochiai: a line the failing test runs and
+the passing ones do not is the likeliest place of a bug; run last, the failing test does not take on
+what the first test of a process runs once, a cache built, a class set up). It prints how many of them
+passed (`passing tests: N`; one with a failed subtest, or an xfail one, did not) and, of the lines the
+failing test ran inside functions, those the passing ones ran too (`passed PATH: ...`), for product
+files only. `executed_lines` reads all of it back (`Trace`), keeping product files only (not tests,
 not dot-folders, not installed packages).
 """
 
@@ -40,10 +42,11 @@ import pytest
 root = os.getcwd() + os.sep
 within = WITHIN  # (path, qualified name) of the suspect, or None
 target = TARGET  # the failing test's node id
+targets = set()  # ... as collected (a parametrized test named without its brackets: each of them)
 kinds = {}
 seen = {}
 others = {}  # the other tests': node id -> {file: lines run inside functions}
-passed = set()
+passed, failed = set(), set()  # a test with a failed subtest, or an xfail one, has failed
 now = [None]  # the node id of the test running
 def kind_of(name):  # 0: not the project's, 1: product, 2: a test file
     if name not in kinds:
@@ -76,7 +79,7 @@ def call(frame, event, arg):
     if not found:
         return None
     kind = "executed" if frame.f_code.co_flags & 1 else "loaded"
-    if now[0] not in (None, target):  # another test of its class: which lines, nothing more
+    if now[0] is not None and now[0] not in targets:  # another test of its class: which lines only
         if kind == "loaded" or found != 1:
             return None
         ran = others.setdefault(now[0], {}).setdefault(frame.f_code.co_filename, set())
@@ -92,23 +95,29 @@ def call(frame, event, arg):
             lines.setdefault(frame.f_lineno, set()).add(level)
         return local
     return local
-class Spectrum:  # the target first, then the others while time is left; which of them passed
+class Spectrum:  # the other tests of the class while time is left, then the failing one
     def pytest_sessionstart(self, session):
-        self.session, self.started = session, time.monotonic()
+        self.started = time.monotonic()
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items):
-        ordered = sorted(items, key=lambda item: item.nodeid != target)
+        found = {i.nodeid for i in items if i.nodeid == target or i.nodeid.startswith(target + "[")}
+        targets.update(found or {i.nodeid for i in items})  # none found: all are the target, as before
+        ordered = sorted(items, key=lambda item: item.nodeid in targets)
         items[:] = list({item.nodeid: item for item in ordered}.values())
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        if item.nodeid not in targets and time.monotonic() - self.started > BUDGET:
+            return True  # the trace's time is up: not run
+        return None
     def pytest_runtest_logstart(self, nodeid, location):
         now[0] = nodeid
     def pytest_runtest_logreport(self, report):
-        if report.when == "call" and report.passed:
+        if report.failed or hasattr(report, "wasxfail"):
+            failed.add(report.nodeid)
+        elif report.when == "call" and report.passed:
             passed.add(report.nodeid)
-        elif report.failed:
-            passed.discard(report.nodeid)
     def pytest_runtest_logfinish(self, nodeid, location):
         now[0] = None
-        if time.monotonic() - self.started > BUDGET:
-            self.session.shouldstop = "the trace's time is up"
 def spans_of(numbers):
     spans = []
     for n in sorted(numbers):
@@ -119,19 +128,21 @@ def spans_of(numbers):
     return ",".join(f"{a}-{b}" if a < b else str(a) for a, b in spans)
 sys.settrace(call)
 threading.settrace(call)
-code = pytest.main(sys.argv[1:], plugins=[Spectrum()])
+pytest.main(sys.argv[1:], plugins=[Spectrum()])
 sys.settrace(None)
-for (name, kind), lines in seen.items():
+product = [(name, kind, lines) for (name, kind), lines in seen.items() if kind_of(name) == 1]
+for name, kind, lines in product:
     for level in sorted({at for ats in lines.values() for at in ats}):
         at = f"@{level}" if level else ""
         text = spans_of(n for n, ats in lines.items() if level in ats)
         print(f"{kind}{at} {os.path.relpath(name)}: {text}")
-print(f"passing tests: {len(passed - {target})}")
-for (name, kind), lines in seen.items():
-    ran = {n for test in passed - {target} for n in others.get(test, {}).get(name, ())}
+passing = passed - failed - targets
+print(f"passing tests: {len(passing)}")
+for name, kind, lines in product:
+    ran = {n for test in passing for n in others.get(test, {}).get(name, ())}
     if kind == "executed" and ran & set(lines):
         print(f"passed {os.path.relpath(name)}: {spans_of(ran & set(lines))}")
-sys.exit(0 if target in passed else 1)
+sys.exit(0 if targets and targets <= passed - failed else 1)
 """.strip()
 
 _EXECUTED = re.compile(r"^(executed|loaded|passed)(?:@(in)?(\d+))? (\S+): ([\d,-]+)$", re.MULTILINE)
@@ -167,13 +178,15 @@ class Trace:
 
 
 def trace_command(test_id: str, within: tuple[str, str] | None = None) -> str:
-    """The shell command that runs the failing test under the tracer, then the other tests of its
-    class (its traceback was read already, so none: the lines the trace prints are the output); it
-    exits 0 when the failing test passes. `within`: the suspect, as (path, name)."""
+    """The shell command that runs the other tests of the failing test's class under the tracer, then
+    the failing test (its traceback was read already, so none, and no list of failures: the lines the
+    trace prints are the output); it exits 0 when the failing test passes. `within`: the suspect, as
+    (path, name)."""
     script = TRACER.replace("WITHIN", repr(within)).replace("TARGET", repr(test_id))
     script = script.replace("BUDGET", str(BUDGET_S))
     scope = [test_id] + ([holder] if (holder := class_node(test_id)) else [])
-    return f"python -c {shlex.quote(script)} -q --tb=no -p no:cacheprovider {shlex.join(scope)}"
+    options = "-q --tb=no -rN --maxfail=0 -p no:cacheprovider"
+    return f"python -c {shlex.quote(script)} {options} {shlex.join(scope)}"
 
 
 def class_node(test_id: str) -> str | None:
@@ -217,8 +230,9 @@ def regions_traced(trace: Trace, suspect: str | None, callees: list[int]) -> lis
     first = sorted(trace.executed, key=lambda path: path != suspect)
     regions: list[Region] = []
     if any(trace.passing.values()):
-        only = {
-            path: {i: at for i, at in lines.items() if i not in trace.passing.get(path, set())}
+        shared = trace.passing
+        only = {  # run with no test on the stack (an import, a thread): not the failing test's own
+            path: {i: at for i, at in lines.items() if at < NO_TEST and i not in shared.get(path, set())}
             for path, lines in trace.executed.items()
         }
         regions += [*_by_rank(only, first, only_failing=True), NOTS]

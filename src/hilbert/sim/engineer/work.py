@@ -297,6 +297,7 @@ def trace(desk: Desk, suspect: Suspect) -> Steps[Trace]:
 
 
 TRACE = "trace"  # a stage of `repair`: what the trace shows (`tracing.regions`)
+AGAIN = 3  # of an earlier attempt's tries on lines only the failing test ran, those tried again
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
@@ -308,13 +309,18 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     ran as modules loaded; then the rest of the suspect's file. After the trace, a repair that puts a
     `not` before a line (it fits almost any condition) waits (`NOTS`; not at a raise a traceback
     shows) until the lines below the suspect were tried, then until those below the test were. For a
-    class no traceback blames, the trace comes first.
+    class no traceback blames, the trace comes first. What an earlier attempt (or this one, before a
+    cut) tried and undid goes last; but up to `AGAIN` of an earlier attempt's tries on lines only the
+    failing test ran are tried at the end of that stage (a bug fixed since may have failed them).
     Return the suite's report once one fixes the test without breaking another, or gets it further
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
     later: list[tuple[str, Candidate]] = []  # edits made and undone before (`desk.tried`): last
     nots: list[tuple[str, Candidate]] = []  # repairs adding a `not` after the trace: until `NOTS`
+    # an earlier attempt's tries on lines only the failing test ran: again, at the stage's end (`NOTS`)
+    again: list[tuple[str, Candidate]] = []
+    retried = 0
     inside, callees = own_lines(desk, suspect)
     stages: list[list[Region] | str] = [TRACE]
     if suspect.path:
@@ -336,7 +342,9 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         for region in regions:
             queue: list[tuple[str, Candidate]] = []
             if isinstance(region, str):  # NOTS
-                queue, nots = nots, []
+                room = max(AGAIN - retried, 0)
+                later += again[room:]
+                queue, nots, again, retried = again[:room] + nots, [], [], retried + len(again[:room])
             else:
                 path, indices, only_failing = region
                 lines = desk.files.get(path)
@@ -351,11 +359,17 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                 done.update((path, i) for i in todo)
                 blamed = suspect.blamed if path == suspect.path else ()
                 known = desk.seen.get(path) if path in desk.unread else None
+                if only_failing:  # tried in the suspect's own lines and put last: again
+                    moved = [(p, c) for p, c in later if p == path and c.index in indices]
+                    here = [(p, c) for p, c in moved if desk.tried_before(p, c.index, c.line, earlier=False)]
+                    again += [entry for entry in moved if entry not in here]
+                    later = [entry for entry in later if entry not in again]
                 for candidate in candidates(lines, todo, blamed, desk.originals.get(path), known):
-                    # what an earlier attempt made and undid goes last, but on a line only the failing
-                    # test ran: a bug masked by another (fixed since, by a merge) made it fail then
-                    if desk.tried_before(path, candidate.index, candidate.line, earlier=not only_failing):
-                        later.append((path, candidate))
+                    if desk.tried_before(path, candidate.index, candidate.line):  # made and undone before
+                        tried_here = desk.tried_before(path, candidate.index, candidate.line, earlier=False)
+                        # last, but an earlier attempt's on a line only the failing test ran goes at the
+                        # stage's end: a bug masked by another (fixed since, by a merge) failed it then
+                        (again if only_failing and not tried_here else later).append((path, candidate))
                     elif traced and candidate.adds_not and not candidate.blamed:
                         nots.append((path, candidate))
                     else:
