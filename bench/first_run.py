@@ -10,7 +10,8 @@ passed at base, never two in one function (`first_run_bench/sites.py`); all five
 ("inject bugs"). Then the fake model server's simulated lead and engineers run it the way a person
 would: `hilbert run "Make the tests pass" --repo DIR --yes --model ... --lead-model ...` (a real
 subprocess, `HILBERT_HOME` in a temporary folder). The result branch `hilbert/<run>` is cloned fresh
-and its suite run: a bug is fixed when the tests it broke pass there; its task is the plan's task whose
+and its suite run: a bug is fixed when the tests it broke pass there, or pass once the other bugs
+still there are undone (a test two bugs break); its task is the plan's task whose
 verify runs one of them, merged or not as the run's status says (or, given up, merged by another task:
 its check passes at the tip).
 
@@ -71,6 +72,7 @@ class Outcome:
     task: str
     merged: bool
     by_another: bool = False  # its task was given up, and its check passes at the tip: another's merge
+    masked: bool = False  # fixed, but a test it broke fails for another bug still there (`_masked`)
 
 
 @dataclass(frozen=True)
@@ -224,15 +226,41 @@ def assess(
         failing, finished, _ = suite(check, max(120.0, suite_s * 4))
         green = finished and not (failing - base_failing)
     tasks = state.plan.tasks if state and state.plan else ()
+    plain = [delivered and not (set(site.breaks) & failing) for site in sites]
+    unfixed = [site for site, fixed in zip(sites, plain, strict=True) if not fixed]
     outcomes = []
-    for site in sites:
-        fixed = delivered and not (set(site.breaks) & failing)
+    for site, fixed in zip(sites, plain, strict=True):
+        masked = delivered and not fixed and _masked(repo.parent / "result", site, unfixed, suite_s)
+        fixed = fixed or masked
         task = next((t.id for t in tasks if _runs_any(t.verify or "", site.breaks)), "")
         in_merged = state is not None and task in state.merged
         by_another = bool(task) and state is not None and not in_merged and task in fixed_tasks(state)
         merged = bool(task) and (in_merged or by_another)
-        outcomes.append(Outcome(library, site, fixed, task or "-", merged, by_another))
+        outcomes.append(Outcome(library, site, fixed, task or "-", merged, by_another, masked))
     return tuple(outcomes), green
+
+
+def _masked(check: Path, site: Site, unfixed: list[Site], suite_s: float) -> bool:
+    """Whether `site` is fixed on the result checkout `check` but its tests fail for another bug
+    still there: with every other unfixed site's line put back as it was, the tests it broke pass (a
+    test two bugs break passes only once both are fixed)."""
+    others = [other for other in unfixed if other != site]
+    for other in others:
+        target = check / other.path
+        lines = target.read_text().split("\n")
+        at = other.line - 1
+        if not (at < len(lines) and lines[at] == other.new):
+            found = [i for i, line in enumerate(lines) if line == other.new]
+            if len(found) != 1:
+                continue  # changed by the run, or not found once: left as it is
+            at = found[0]
+        lines[at] = other.old
+        target.write_text("\n".join(lines))
+    try:
+        failing, finished, _ = suite(check, max(120.0, suite_s * 4))
+    finally:
+        git(check, "checkout", "-q", "--", ".")
+    return finished and not (set(site.breaks) & failing)
 
 
 def _runs_any(verify: str, tests: tuple[str, ...]) -> bool:
@@ -273,7 +301,9 @@ def report(results: list[LibraryResult]) -> list[str]:
                 (
                     o.library,
                     o.site.label,
-                    "fixed" if o.fixed else "not fixed",
+                    ("fixed (its tests fail for another bug)" if o.masked else "fixed")
+                    if o.fixed
+                    else "not fixed",
                     o.task,
                     "yes, by another task's merge" if o.by_another else _yes(o.merged),
                 )
@@ -292,6 +322,12 @@ def report(results: list[LibraryResult]) -> list[str]:
         ratios.append(f"{result.library} {merged}/{len(result.outcomes)} {colour}")
     lines.append("first_run: " + ", ".join(ratios))
     return lines
+
+
+def _fixed(outcome: Outcome) -> str:
+    if not outcome.fixed:
+        return "not fixed"
+    return "fixed (a test of it fails for another bug)" if outcome.masked else "fixed"
 
 
 def _yes(flag: bool) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+import first_run  # noqa: E402
 from first_run_bench.sites import (  # noqa: E402
     Site,
     apply_sites,
@@ -98,3 +99,26 @@ def test_applied_sites_change_exactly_their_lines(tmp_path: Path) -> None:
     changed = {n + 1 for n, (a, b) in enumerate(zip(before, after, strict=True)) if a != b}
     assert changed == {site.line for site in chosen}
     assert all(after[site.line - 1] == site.new for site in chosen)
+
+
+def test_a_fixed_bug_whose_test_fails_for_another_bug_still_there_counts_fixed(tmp_path: Path) -> None:
+    """Seeds 22 and 23: a bug its task fixed was counted "not fixed" because a test it broke ran into
+    another bug the run left. With the others undone in the result checkout, its tests pass: fixed."""
+    (tmp_path / "calc.py").write_text("def a():\n    return 1 + 1\n\n\ndef b():\n    return 3 - 1\n")
+    (tmp_path / "test_calc.py").write_text(
+        "from calc import a, b\n\n\ndef test_a():\n    assert a() == 2\n\n\n"
+        "def test_both():\n    assert (a(), b()) == (2, 2)\n"
+    )
+    left = Site(
+        "calc.py", 2, "arithmetic", "    return 1 + 1", "    return 1 - 1", "a", ("test_calc.py::test_a",)
+    )
+    fixed = Site(
+        "calc.py", 6, "arithmetic", "    return 3 - 1", "    return 3 + 1", "b", ("test_calc.py::test_both",)
+    )
+    apply_sites(tmp_path, [left])  # the result branch: the run fixed `b`, not `a`
+    first_run.git(tmp_path, "init", "-q")
+    first_run.git(tmp_path, "add", "-A")
+    first_run.git(tmp_path, "commit", "-qm", "result")
+    assert first_run._masked(tmp_path, fixed, [left, fixed], 1.0)
+    assert not first_run._masked(tmp_path, left, [left, fixed], 1.0)
+    assert (tmp_path / "calc.py").read_text().split("\n")[1] == "    return 1 - 1"  # the checkout as it was
