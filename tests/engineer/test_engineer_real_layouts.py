@@ -1015,3 +1015,34 @@ def test_a_test_whose_subtest_failed_or_that_is_expected_to_fail_is_not_a_passin
     trace = tracing.executed_lines(done.stdout)
     assert trace.passing == {"prod.py": {1}}, trace  # of test_big's lines, test_small ran `if x > 5:`
     assert tracing.regions_traced(trace, "prod.py", [])[0] == tracing.Lines("prod.py", [2], True)
+
+
+def test_after_a_cut_the_first_run_lists_which_tests_fail_not_their_tracebacks(tmp_path: Path) -> None:
+    """A cut leaves the context near its budget; the tracebacks of a task's failing tests (thousands of
+    tokens) filled what it freed, and the next cut came before a single try (more-itertools seed 23's
+    T4: eight cuts in one attempt). After a cut the first run lists the failures (`--tb=no -rf`) and
+    the one test it works on is run alone for its traceback (a fresh start still reads them all: the
+    other tests here)."""
+    bug = ("span.py", "divmod(self.start - value", "divmod(self.start + value")
+    for name, text in SPAN.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace(*bug[1:]) if name == bug[0] else text)
+    task = "Task T1: Fix tests/test_span.py\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    prompt = "You are a careful software engineer.\nAgent: Ada\n"
+    episode = asyncio.run(
+        drive(responder, tmp_path, task, system=prompt, env=FAST, compact_over=8, compact_once=True)
+    )
+    assert episode.claim.startswith("Fixed"), episode.claim
+    cut = next(i for i, m in enumerate(episode.messages) if m.content == COMPACTED)
+    runs = [
+        (i, call.arguments["command"])
+        for i, m in enumerate(episode.messages)
+        for call in m.tool_calls
+        if m.content.startswith("Running the tests to see what fails")
+    ]
+    assert [c for i, c in runs if i > cut][:1] == ["python -m pytest -q --tb=no -rf"], runs
+    alone = [
+        c["command"] for c in tool_arguments(episode.messages, "shell") if "-x --tb=short" in c["command"]
+    ]
+    assert alone and alone[0].endswith("tests/test_span.py::TestSpan::test_shrinking"), alone

@@ -13,6 +13,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from hilbert.context.pinned import PINNED_MARK
 from hilbert.context.tried import NEXT_LINE, TRIED, TRIED_HERE, TriedEdit
 from hilbert.sim.engineer.actions import NOT_UNIQUE, Action, Edit, Observation, Read, Run, made
 from hilbert.sim.engineer.reading import TestReport, numbered_page, read_pytest
@@ -99,6 +100,9 @@ class Desk:
                     self.tried_here += listed if header == TRIED_HERE else []
         for note in brief.notes:
             self._notice(note)
+        # the conversation was cut (its task state restated), or the engineer starts over after turns
+        # it took (`recall`): the context is near its budget, so runs list failures, not tracebacks
+        self.after_cut = any(PINNED_MARK in note for note in brief.notes)
 
     def _notice(self, text: str, *, in_tool_output: bool = False) -> None:
         if is_reminder(text, in_tool_output=in_tool_output):
@@ -134,6 +138,7 @@ class Desk:
                 self._apply(action)
         self.tried += memory.tried
         self.tried_here += memory.tried
+        self.after_cut = self.after_cut or bool(memory.events or memory.tried or memory.wide_before)
         if memory.wide_before is not None:
             self.wide_before = read_pytest(memory.wide_before.text, memory.wide_before.exit_code)
 

@@ -106,7 +106,10 @@ def work(
 
 
 def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
-    report = yield from desk.run_suite(why="Running the tests to see what fails.")
+    why = "Running the tests to see what fails."
+    # after a cut, which tests fail (a task's tracebacks can be thousands of tokens: each restart
+    # filled what the cut freed, and the next cut came before a try, more-itertools seed 23's T4)
+    report = yield from (desk.run_listing(why=why) if desk.after_cut else desk.run_suite(why=why))
     for turn in range(quirks.idle_turns):
         yield from desk.ask(Say(IDLE_LINES[turn % len(IDLE_LINES)]))
     if not report.passed and not desk.files:
@@ -160,7 +163,7 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
 def _success(desk: Desk, report: TestReport) -> Finish:
     if desk.fixes:
         claim = "Fixed " + "; ".join(desk.fixes) + ". The whole test suite passes."
-    elif desk.cheat_edits:
+    elif desk.cheat_edits or desk.after_cut:  # after a cut: the fixes made before it are in the diff
         claim = "Fixed the failing tests; the whole test suite passes now."
     else:
         claim = "The test suite already passes; nothing needed fixing."
@@ -173,6 +176,9 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
     test_path, _, node = test_id.partition("::")
     parts = [part.split("[", 1)[0] for part in node.split("::")]
     section = report.section(".".join(parts[-2:])) or report.section(parts[-1])  # `Class.test`: unittest
+    if not section and not report.passed:  # a run that listed failures only: this test's traceback
+        alone = yield from desk.run_one(test_id)
+        section = alone.section(".".join(parts[-2:])) or alone.section(parts[-1])
     test_lines = yield from read_test(desk, test_path, node, section)
     span = test_span(test_lines, node) if test_lines and node else None
     if test_lines is not None and span is None and node:  # inherited from another module's mixin?
