@@ -252,7 +252,7 @@ def test_a_fix_that_passes_its_one_test_but_breaks_another_is_put_back(tmp_path:
     assert episode.claim.startswith("Fixed"), episode.claim
     assert run_tests(tmp_path).returncode == 0  # `count != 0` passed test_some alone and broke test_all
     commands = [c["command"] for c in tool_arguments(episode.messages, "shell")]
-    assert "python -m pytest -q --tb=no -rf" in commands, commands
+    assert "python -m pytest -q --tb=no -rf --disable-warnings" in commands, commands
 
 
 def test_what_the_whole_suite_fails_already_is_run_before_the_first_edit_and_a_fix_is_never_undone(
@@ -263,7 +263,7 @@ def test_what_the_whole_suite_fails_already_is_run_before_the_first_edit_and_a_f
     learning what failed before never undoes the fix (a compaction between the undo and the redo
     lost it, and the undo read as an edit tried in vain, which later attempts skipped: seed 18's
     more-itertools)."""
-    wide = "python -m pytest -q --tb=no -rf"
+    wide = "python -m pytest -q --tb=no -rf --disable-warnings"
     for name, other in (("clean", "1"), ("red-elsewhere", "2")):
         root = tmp_path / name
         (root / "tests").mkdir(parents=True)
@@ -289,7 +289,7 @@ def test_the_whole_suite_check_after_a_fix_is_on_by_default_and_off_with_wide_ch
     """`engineer:wide_check=0` (for a fleet whose every task's suite holds the other tasks' bugs, where
     the check costs two whole-suite runs a task and proves nothing) fixes the bug without running the
     whole suite; without the option the whole suite is run before the first edit and after the fix."""
-    wide = "python -m pytest -q --tb=no -rf"
+    wide = "python -m pytest -q --tb=no -rf --disable-warnings"
     for name, options, runs in (("default", {}, 2), ("off", {"wide_check": "0"}, 0)):
         root = tmp_path / name
         (root / "tests").mkdir(parents=True)
@@ -1041,8 +1041,38 @@ def test_after_a_cut_the_first_run_lists_which_tests_fail_not_their_tracebacks(t
         for call in m.tool_calls
         if m.content.startswith("Running the tests to see what fails")
     ]
-    assert [c for i, c in runs if i > cut][:1] == ["python -m pytest -q --tb=no -rf"], runs
+    assert [c for i, c in runs if i > cut][:1] == ["python -m pytest -q --tb=no -rf --disable-warnings"], runs
     alone = [
         c["command"] for c in tool_arguments(episode.messages, "shell") if "-x --tb=short" in c["command"]
     ]
     assert alone and alone[0].endswith("tests/test_span.py::TestSpan::test_shrinking"), alone
+
+
+def test_a_listing_of_which_tests_fail_leaves_out_the_warnings_summary(tmp_path: Path) -> None:
+    """more-itertools seed 24: an unhandled exception in a thread, in each of 100 runs of one test,
+    made the whole suite's one-line-per-failure run 140,000 characters of warnings (cut to 12,000,
+    most of a context's room between cuts). Which tests fail is what such a run is for."""
+    files = {
+        "scale.py": "def scaled(values, factor=2):\n    return [value * factor for value in values]\n",
+        "tests/test_scale.py": (
+            "import warnings\n\nimport pytest\n\nfrom scale import scaled\n\n\n"
+            "def test_scaled():\n    assert scaled([1, 2]) == [2, 4]\n\n\n"
+            "@pytest.mark.parametrize('n', range(30))\ndef test_noisy(n):\n"
+            "    warnings.warn(f'noise {n}: ' + 'x' * 200)\n"
+        ),
+    }
+    test_id = "tests/test_scale.py::test_scaled"
+    task = f"Task T1: Fix {test_id}\nDone when `python -m pytest -q {test_id}` passes."
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace("factor=2", "factor=3") if name == "scale.py" else text)
+    responder = EngineerResponder.from_options({}, seed=1)
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST, max_replies=60))
+    assert episode.claim.startswith("Fixed"), episode.claim
+    calls = {c.id: c for m in episode.messages for c in m.tool_calls}
+    listings = [
+        m.content
+        for m in episode.messages
+        if m.role == "tool" and "-rf" in str(calls[m.tool_call_id].arguments)
+    ]
+    assert listings and not any("warnings summary" in text for text in listings), listings

@@ -43,7 +43,8 @@ def test_fixes_two_bugs_one_after_the_other(tmp_path: Path, run: int) -> None:
     suite_runs = [
         a
         for a in tool_arguments(episode.messages, "shell")
-        if a["command"] in ("python -m pytest -q", "python -m pytest -q --tb=no -rf")  # after a fix: -rf
+        # after a fix: which fail (-rf)
+        if a["command"] in ("python -m pytest -q", "python -m pytest -q --tb=no -rf --disable-warnings")
     ]
     assert len(suite_runs) >= 3, "run, fix one, re-run, fix the next, re-run"
 
@@ -90,7 +91,7 @@ def test_when_the_output_is_cut_short_it_asks_pytest_for_just_the_failing_tests(
     listed = Message("tool", "tests/test_a.py", tool_call_id=listing.id)
     messages += (Message("assistant", "", (listing,)), listed)
     again = policy.reply(Conversation("openai-chat", "fake", "", messages, HILBERT_TOOLS)).tool_calls[0]
-    assert again.arguments == {"command": "python -m pytest -q --tb=no -rf"}
+    assert again.arguments == {"command": "python -m pytest -q --tb=no -rf --disable-warnings"}
 
 
 @pytest.mark.parametrize("lose_every", [2, 3])

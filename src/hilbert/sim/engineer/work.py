@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import hilbert.sim.engineer.cheats as cheats
 from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Run, Say
-from hilbert.sim.engineer.desk import Brief, Desk, Steps, is_reminder
+from hilbert.sim.engineer.desk import LISTING, Brief, Desk, Steps, is_reminder
 from hilbert.sim.engineer.memory import BASELINE, CHECKING, KEPT, TRY, Memory
 from hilbert.sim.engineer.quirks import Quirks
 from hilbert.sim.engineer.reading import (
@@ -126,7 +126,7 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
         if not report.failed and not listed:  # the output was cut short, or is not what pytest -q prints
             listed = True
             why = "I cannot see which tests failed; listing just those."
-            report = yield from desk.run_suite(desk.pytest("--tb=no -rf"), why=why)
+            report = yield from desk.run_suite(desk.pytest(LISTING), why=why)
             continue
         if not failing or len(stuck) >= MAX_ROUNDS:
             break
