@@ -12,6 +12,7 @@ import asyncio
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -244,9 +245,10 @@ def test_a_task_given_up_whose_check_passes_at_the_tip_is_said_to_need_nothing(t
     commit_all(repo)
     verify = "python -m pytest -q test_calc.py"
     other = "python -m pytest -q test_other.py"
+    after = Task(id="T4", title="after T2", verify=verify, depends_on=("T2",))
     plan = Plan(goal="g", tasks=(Task(id="T1", title="fix double", verify=verify),
                                  Task(id="T2", title="make double right", verify=verify),
-                                 Task(id="T3", title="other", verify=other)))  # fmt: skip
+                                 Task(id="T3", title="other", verify=other), after))  # fmt: skip
     settings = {"fleet.workers": 3, "fleet.max_attempts": 1, "gate.rounds": 1, "commands.test": verify}
     with FakeServer(OneFixesBoth()) as server, EventStore.open(tmp_path / "log.db") as store:
         result = asyncio.run(
@@ -257,11 +259,14 @@ def test_a_task_given_up_whose_check_passes_at_the_tip_is_said_to_need_nothing(t
             )
         )  # fmt: skip
         state = Fold(store, "r").catch_up()
-    statuses = {task: result.states[task].status for task in ("T1", "T2", "T3")}
-    assert statuses == {"T1": "done", "T2": "needs_you", "T3": "needs_you"}, result.states
-    assert result.final is not None and result.final.passing == ["T2"]
+    statuses = {task: result.states[task].status for task in ("T1", "T2", "T3", "T4")}
+    assert statuses == {"T1": "done", "T2": "needs_you", "T3": "needs_you", "T4": "pending"}, result.states
+    # T4 waits on T2 when the run ends (as a split task on its parts, cachetools seed 23): checked too
+    assert result.final is not None and result.final.passing == ["T2", "T4"]
+    assert not result.all_done  # T3 needs the person; without it, the run would exit 0
+    assert replace(result, states={k: v for k, v in result.states.items() if k != "T3"}).all_done
     assert [line.split(":")[0] for line in person_summary(state) if "needs you" in line] == ["  T3 needs you"]
     [line] = fixed_meanwhile(state)
-    assert "given up, yet their checks pass at" in line and line.endswith("nothing to retry): T2"), line
+    assert "given up, yet their checks pass at" in line and line.endswith("nothing to retry): T2, T4"), line
     [_header, row] = runs_table([state], {"r": 0.0}, now=1.0)
-    assert row.split()[1:5] == ["finished", "1s", "1/3", "T3"], row  # NEEDS YOU: not T2, fixed by T1
+    assert row.split()[1:5] == ["finished", "1s", "1/4", "T3"], row  # NEEDS YOU: not T2, fixed by T1

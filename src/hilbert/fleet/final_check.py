@@ -13,10 +13,10 @@ not run it again. What the comparison (`compare`, pure) makes of the two:
 - *pre-existing*: failed at base too — listed, not a task (the run did not cause them).
 
 It also runs the check of each task given up (`GIVEN_UP`: it needs the person, or the lead marked it
-impossible) on the tip's tree and, for those that pass there, at the base: one that passes at the tip
-and fails at base is recorded (`passing`): another task's merge fixed what it was about, and the run's
-last lines say so instead of asking the person to retry it. The checks run one after another, each
-within `timeouts.merge_s`.
+impossible, or it still waits on such a task when the run ends) on the tip's tree and, for those that
+pass there, at the base: one that passes at the tip and fails at base is recorded (`passing`): another
+task's merge fixed what it was about, and the run's last lines say so instead of asking the person to
+retry it. The checks run one after another, each within `timeouts.merge_s`.
 
 A command that starts no pytest is compared by its exit status alone (one "test", `EXIT`): red at the
 tip and green at base is new; red at both is pre-existing. The driver (`hilbert.fleet.run`) asks
@@ -37,7 +37,9 @@ from hilbert.fleet.merge_checks import CommandRun, Scratch
 from hilbert.fleet.plan import Plan, Task
 
 EXIT = "(exit status)"  # the one "test" of a command whose outcomes no pytest reported
-GIVEN_UP = frozenset({"needs_you", "impossible"})  # tasks whose check the final check runs too
+# tasks whose check the final check runs too: given up, or still pending when the run ends (nothing
+# runs and nothing can start: it waits on one given up, as a split task waits on its parts)
+GIVEN_UP = frozenset({"needs_you", "impossible", "pending"})
 OUTPUT_CHARS = 3000  # of the failing run's output, kept in the log and given to the repair task
 REPAIR = "repair"  # a repair task's id is REPAIR-<round>
 
@@ -186,9 +188,10 @@ class FinalCheck:
         ]  # fmt: skip
 
     async def _given_up_that_pass(self, tip: str, base: str) -> list[str]:
-        """The tasks given up (they need the person, or the lead marked them impossible) whose own
-        check passes in the tip's tree and fails at the run's base: another task's merge fixed what
-        they were about (a check that passed at base too says nothing of the kind)."""
+        """The tasks given up (they need the person, the lead marked them impossible, or they wait on
+        such a task) whose own check passes in the tip's tree and fails at the run's base: another
+        task's merge fixed what they were about (a check that passed at base too says nothing of the
+        kind)."""
         state = self.ctx.state
         given_up = {
             task_id: state.task(task_id).verify

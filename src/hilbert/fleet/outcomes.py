@@ -49,9 +49,11 @@ class FleetResult:
 
     @property
     def all_done(self) -> bool:
-        """Every task merged, and the last final check found nothing new failing (`hilbert run` exits 0)."""
+        """Every task merged, or given up and found fixed by another task's merge (`passing`), and the
+        last final check found nothing new failing (`hilbert run` exits 0)."""
         green = self.final is None or not (self.final.new or self.final.error)
-        return green and all(state.status == "done" for state in self.states.values())
+        fixed = set(self.final.passing) if self.final else set()
+        return green and all(s.status == "done" or t in fixed for t, s in self.states.items())
 
 
 def changed(state: TaskState, status: Status | None = None) -> TaskStateChanged:

@@ -17,6 +17,7 @@ records what it returns.
 from __future__ import annotations
 
 from hilbert.fleet.events import FleetEvent, TaskNeedsYou, TaskStateChanged
+from hilbert.fleet.final_check import GIVEN_UP
 from hilbert.fleet.inbox import EVERYONE, LEAD
 from hilbert.fleet.state import FleetState
 
@@ -100,12 +101,12 @@ def summary(state: FleetState) -> list[str]:
 
 
 def fixed_tasks(state: FleetState) -> list[str]:
-    """The tasks given up (needing the person, or marked impossible) whose check the last final check
-    found passing at the tip and failing at base: another task's merge fixed them."""
+    """The tasks given up (needing the person, marked impossible, or waiting on such a task when the
+    run ended: `GIVEN_UP`) whose check the last final check found passing at the tip and failing at
+    base: another task's merge fixed them."""
     check = state.final_checks[-1] if state.final_checks else None
-    given_up = ("needs_you", "impossible")
     passing = check.passing if check else []
-    return [t for t in passing if t in state.states and state.states[t].status in given_up]
+    return [t for t in passing if t in state.states and state.states[t].status in GIVEN_UP]
 
 
 def fixed_meanwhile(state: FleetState) -> list[str]:
