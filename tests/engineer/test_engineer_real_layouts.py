@@ -1076,3 +1076,26 @@ def test_a_listing_of_which_tests_fail_leaves_out_the_warnings_summary(tmp_path:
         if m.role == "tool" and "-rf" in str(calls[m.tool_call_id].arguments)
     ]
     assert listings and not any("warnings summary" in text for text in listings), listings
+
+
+def test_what_a_module_body_runs_at_import_is_not_only_the_failing_tests(tmp_path: Path) -> None:
+    """more-itertools' `recipes.py` computes `_primes_below_211 = tuple(sieve(211))` as it loads: the
+    lines of `sieve` ran while the tests were collected, under no test, and read as only the failing
+    test's (seeds 23 and 24: every trace's first tries went to `sieve`). They count as every test's."""
+    (tmp_path / "prod.py").write_text(
+        "def primes(n):\n    return [p for p in range(2, n) if all(p % d for d in range(2, p))]\n\n\n"
+        "SMALL = primes(20)\n\n\n"
+        "def f(x):\n    if x > 5:\n        return x - 1\n    return x in SMALL or x\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_prod.py").write_text(
+        "from prod import f\n\n\nclass TestF:\n    def test_small(self):\n        assert f(1) == 1\n\n"
+        "    def test_big(self):\n        assert f(9) == 9\n"
+    )
+    command = tracing.trace_command("tests/test_prod.py::TestF::test_big", ("prod.py", "f"))
+    done = subprocess.run(
+        command, shell=True, cwd=tmp_path, env={**os.environ, **FAST}, capture_output=True, text=True
+    )
+    trace = tracing.executed_lines(done.stdout)
+    assert 1 in trace.executed["prod.py"] and 1 in trace.passing["prod.py"], done.stdout  # `primes`' line
+    assert tracing.regions_traced(trace, "prod.py", [])[0] == tracing.Lines("prod.py", [9], True)

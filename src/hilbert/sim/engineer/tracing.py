@@ -22,9 +22,10 @@ test (spectrum-based fault localization, as in Tarantula and Ochiai: a line the 
 the passing ones do not is the likeliest place of a bug; run last, the failing test does not take on
 what the first test of a process runs once, a cache built, a class set up). It prints how many of them
 passed (`passing tests: N`; one with a failed subtest, or an xfail one, did not) and, of the lines the
-failing test ran inside functions, those the passing ones ran too (`passed PATH: ...`), for product
-files only. `executed_lines` reads all of it back (`Trace`), keeping product files only (not tests,
-not dot-folders, not installed packages).
+failing test ran inside functions, those the passing ones ran too, or that ran while no test did (a
+module body calling a function at import: more-itertools' `_primes_below_211 = tuple(sieve(211))`)
+(`passed PATH: ...`), for product files only. `executed_lines` reads all of it back (`Trace`),
+keeping product files only (not tests, not dot-folders, not installed packages).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ kinds = {}
 seen = {}
 others = {}  # the other tests': node id -> {file: lines run inside functions}
 passed, failed = set(), set()  # a test with a failed subtest, or an xfail one, has failed
+outside = {}  # file -> lines run while no test ran (a module body's calls at collection): every test's
 now = [None]  # the node id of the test running
 def kind_of(name):  # 0: not the project's, 1: product, 2: a test file
     if name not in kinds:
@@ -90,9 +92,11 @@ def call(frame, event, arg):
         return other
     lines = seen.setdefault((frame.f_code.co_filename, kind), {})
     level = depth(frame) if kind == "executed" and found == 1 else ""
+    shared = outside.setdefault(frame.f_code.co_filename, set()) if now[0] is None else set()
     def local(frame, event, arg):
         if event == "line":
             lines.setdefault(frame.f_lineno, set()).add(level)
+            shared.add(frame.f_lineno)
         return local
     return local
 class Spectrum:  # the other tests of the class while time is left, then the failing one
@@ -138,8 +142,8 @@ for name, kind, lines in product:
         print(f"{kind}{at} {os.path.relpath(name)}: {text}")
 passing = passed - failed - targets
 print(f"passing tests: {len(passing)}")
-for name, kind, lines in product:
-    ran = {n for test in passing for n in others.get(test, {}).get(name, ())}
+for name, kind, lines in product if passing else ():
+    ran = {n for test in passing for n in others.get(test, {}).get(name, ())} | outside.get(name, set())
     if kind == "executed" and ran & set(lines):
         print(f"passed {os.path.relpath(name)}: {spans_of(ran & set(lines))}")
 sys.exit(0 if targets and targets <= passed - failed else 1)
