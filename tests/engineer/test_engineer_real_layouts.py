@@ -1099,3 +1099,31 @@ def test_what_a_module_body_runs_at_import_is_not_only_the_failing_tests(tmp_pat
     trace = tracing.executed_lines(done.stdout)
     assert 1 in trace.executed["prod.py"] and 1 in trace.passing["prod.py"], done.stdout  # `primes`' line
     assert tracing.regions_traced(trace, "prod.py", [])[0] == tracing.Lines("prod.py", [9], True)
+
+
+def test_a_test_elsewhere_that_fails_once_and_passes_again_does_not_undo_a_fix(tmp_path: Path) -> None:
+    """The whole-suite check after a fix showed a test failing that did not before; it was flaky
+    (cachetools' `RRCache` evicts at random: seed 25's right fix of `lfu_cache` was put back for
+    `RRCacheTest::test_update`). What newly fails is run again; passing then, the fix is kept."""
+    counter = tmp_path / "runs.txt"
+    files = {
+        "scale.py": "def scaled(values, factor=2):\n    return [value * factor for value in values]\n",
+        "tests/test_scale.py": (
+            "from scale import scaled\n\n\ndef test_scaled():\n    assert scaled([1, 2]) == [2, 4]\n"
+        ),
+        "tests/test_flaky.py": (
+            f"from pathlib import Path\n\nCOUNTER = Path({str(counter)!r})\n\n\ndef test_flaky():\n"
+            "    runs = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1\n"
+            "    COUNTER.write_text(str(runs))\n    assert runs != 2  # fails on its second run only\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace("factor=2", "factor=3") if name == "scale.py" else text)
+    test_id = "tests/test_scale.py::test_scaled"
+    task = f"Task T1: Fix {test_id}\nDone when `python -m pytest -q {test_id}` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST, max_replies=60))
+    assert episode.claim.startswith("Fixed") and "factor=2" in episode.claim, episode.claim
+    assert counter.read_text() == "3"  # before the first edit, after the fix, and again alone
+    assert "factor=2" in (tmp_path / "scale.py").read_text()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -269,9 +269,11 @@ class Desk:
         words = shlex.split(self.brief.test_command) if "pytest" in self.brief.test_command else []
         return any(_names_tests(w, words[i - 1] if i else "") for i, w in enumerate(words))
 
-    def run_wide(self, why: str) -> Steps[TestReport]:
-        """The whole suite, one line per failure (what a narrow test command does not run)."""
-        observation = yield from self.ask(Run(self.pytest(LISTING), why=why))
+    def run_wide(self, why: str, tests: Sequence[str] = ()) -> Steps[TestReport]:
+        """The whole suite (or just `tests`), one line per failure (what a narrow test command does
+        not run)."""
+        chosen = f" {shlex.join(tests)}" if tests else ""
+        observation = yield from self.ask(Run(self.pytest(LISTING) + chosen, why=why))
         return read_pytest(observation.text, observation.exit_code)
 
     def run_one(self, test_id: str) -> Steps[TestReport]:
