@@ -304,7 +304,7 @@ def trace(desk: Desk, suspect: Suspect) -> Steps[Trace]:
 
 TRACE = "trace"  # a stage of `repair`: what the trace shows (`tracing.regions`)
 AGAIN = 3  # of an earlier attempt's tries on lines only the failing test ran, those tried again
-MAX_AGAIN = 20  # newly failing tests run again, to tell a flaky one (`_breaks_elsewhere`)
+RERUN_AT_MOST = 20  # of the tests newly failing after a fix, those run again alone (`_breaks_elsewhere`)
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
@@ -505,7 +505,7 @@ def _breaks_elsewhere(desk: Desk) -> Steps[bool]:
     wide = yield from desk.run_wide(f"{CHECKING}.")
     if not wide.breaks_more_than(before):
         return False
-    new = [test for test in wide.failed if test not in before.failed and "::" in test][:MAX_AGAIN]
+    new = [test for test in wide.failed if test not in before.failed and "::" in test][:RERUN_AT_MOST]
     if not new or wide.failed_count - len(new) > before.failed_count:
         return True
     # a test that fails now and did not before may be flaky (cachetools' RRCache evicts at random: seed
