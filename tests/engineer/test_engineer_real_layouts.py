@@ -1127,3 +1127,45 @@ def test_a_test_elsewhere_that_fails_once_and_passes_again_does_not_undo_a_fix(t
     assert episode.claim.startswith("Fixed") and "factor=2" in episode.claim, episode.claim
     assert counter.read_text() == "3"  # before the first edit, after the fix, and again alone
     assert "factor=2" in (tmp_path / "scale.py").read_text()
+
+
+def test_what_a_helper_of_the_test_class_calls_is_what_the_test_exercises(tmp_path: Path) -> None:
+    """A test whose body is one call of a helper of its class (more-itertools' `ChunkedEvenTests`: each
+    test is `self._test_finite(...)`, which calls `mi.chunked_even`) names nothing under test itself:
+    the helper, found with grep in a long test file, is read and what it calls is the suspect. Before,
+    no suspect was found, the test was traced first and no lines were the suspect's own."""
+    filler = "\n    def test_other_{0}(self):\n        self.assertTrue({0} >= 0)\n"
+    fillers = "".join(filler.format(n) for n in range(250))
+    files = {
+        "chunks.py": (
+            "def chunked(values, n):\n"
+            "    out = []\n"
+            "    for start in range(0, len(values), n):\n"
+            "        out.append(values[start : start + n])\n"
+            "    return out\n\n\n"
+            "def first(values):\n"
+            "    return values[0]\n"
+        ),
+        "tests/test_chunks.py": (
+            "import unittest\n\nimport chunks as ch\n\n\n"
+            "class ChunkedTests(unittest.TestCase):\n"
+            "    def test_pairs(self):\n"
+            "        self._check([1, 2, 3, 4], 2, [[1, 2], [3, 4]])\n\n"
+            "    def test_first(self):\n"
+            "        self.assertEqual(ch.first([5]), 5)\n"
+            f"{fillers}\n"
+            "    def _check(self, values, n, expected):\n"
+            "        self.assertEqual(ch.chunked(values, n), expected)\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text.replace("range(0, len(values), n)", "range(1, len(values), n)"))
+    assert len((tmp_path / "tests/test_chunks.py").read_text()) > 12_000
+    assert run_tests(tmp_path).returncode == 1
+    episode = solve(tmp_path, "tests/test_chunks.py::ChunkedTests::test_pairs")  # read 4,000 chars at a time
+    assert episode.claim.startswith("Fixed `chunked`"), episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    greps = [g["pattern"] for g in tool_arguments(episode.messages, "grep")]
+    assert any("_check" in pattern for pattern in greps), greps
+    assert not [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]

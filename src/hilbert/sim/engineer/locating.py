@@ -18,9 +18,11 @@ from hilbert.sim.engineer.reading import (
     class_of,
     clean_path,
     defining_file,
+    definition_span,
     grep_hits,
     imported_names,
     is_test_path,
+    self_calls,
     test_span,
     tested_names,
 )
@@ -64,7 +66,8 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
             test_path, test_lines, span, section = mixin
     if test_lines is None or span is None:
         return None
-    names = tested_names(test_lines, span, section, class_of(test_lines, node))[:MAX_NAMES]
+    test_lines, helpers = yield from read_helpers(desk, test_path, test_lines, span)
+    names = tested_names(test_lines, span, section, class_of(test_lines, node), helpers)[:MAX_NAMES]
     suspect = Suspect(test_id, test_path, span, section, None, None, None, ())
     if not names:
         return suspect
@@ -93,6 +96,26 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
         blamed = tuple(i for i in blamed_lines(section, path) if block[0] < i < block[1])
         return replace(suspect, path=path, function=name, span=block, blamed=blamed)
     return suspect
+
+
+def read_helpers(
+    desk: Desk, path: str, lines: list[str], span: tuple[int, int]
+) -> Steps[tuple[list[str], list[tuple[int, int]]]]:
+    """The helpers of its file that a test calls through `self` (more-itertools' `ChunkedEvenTests`:
+    each test is one `self._test_finite(...)`, which calls the function under test), read where a long
+    file's windows did not show them: (the file as known, their spans)."""
+    spans: list[tuple[int, int]] = []
+    for name in self_calls(lines, span):
+        found = definition_span(lines, name)
+        if found is None and path in desk.unread:
+            why = f"Finding the helper {name} in {path}."
+            hits = yield from desk.ask(Grep(rf"^ *(async +)?def +{re.escape(name)}\b", path, why=why))
+            for hit in grep_hits(hits.text)[:1]:
+                lines = (yield from read_block(desk, path, hit.line - 1)) or lines
+                found = block_span(lines, hit.line - 1) if hit.line <= len(lines) else None
+        if found is not None and found != span:
+            spans.append(found)
+    return lines, spans
 
 
 def inherited(

@@ -10,6 +10,8 @@ import ast
 import builtins
 import re
 import textwrap
+import unittest
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # a failure's line in pytest's summary; SUBFAILED[msg] (params): a failed subtest, counted in "N failed"
@@ -28,6 +30,7 @@ _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
 _QUALIFIED_CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*)\(")
 _LAST_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)")
 _ALL_BUILTINS = frozenset(dir(builtins))
+_TESTCASE_METHODS = frozenset(dir(unittest.TestCase))
 _BUILTINS = frozenset(
     {"len", "sorted", "list", "set", "dict", "tuple", "str", "int", "float", "abs", "round"}
 )
@@ -193,35 +196,52 @@ def class_of(lines: list[str], node: str) -> tuple[int, int] | None:
 
 
 def tested_names(
-    test_lines: list[str], span: tuple[int, int], section: str, class_span: tuple[int, int] | None = None
+    test_lines: list[str],
+    span: tuple[int, int],
+    section: str,
+    class_span: tuple[int, int] | None = None,
+    helpers: Sequence[tuple[int, int]] = (),
 ) -> list[str]:
     """The names a test may exercise, most likely first: the one pytest names in `where ... =
     f(...)`, the calls in its body to names the file imports (or through a module it imports, as in
-    `mod.f(...)`), its other plain calls, then what its test class's attributes name (a class
+    `mod.f(...)`), its other plain calls, then the same in the bodies of the `helpers` it calls
+    (`read_helpers`: spans of its file), then what its test class's attributes name (a class
     under test, or a function as in `FUNC = staticmethod(pkg.mod.f)`). Not builtins, not the
     test's own locals, not calls through `self`, not what the test file itself defines."""
-    body = test_lines[span[0] + 1 : span[1]]
     imported = imported_names(test_lines)
     modules = imported_modules(test_lines)
     defined = set(re.findall(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)", "\n".join(test_lines), re.M))
-    local = set(re.findall(r"^\s*(\w+)\s*(?::[^=]*)?=[^=]", "\n".join(body), re.M))
-    local |= set(re.findall(r"\b(?:for|as)\s+(\w+)", "\n".join(body)))
-    skipped = defined | local | _ALL_BUILTINS | {"assert", "self", "cls"}
     first: list[str] = [m.group(1)] if (m := _WHERE.search(section)) else []
-    direct: list[str] = []
-    other: list[str] = []
-    for line in body:
-        for qualifier, name in _QUALIFIED_CALL.findall(line):
-            owner = qualifier.split(".", 1)[0]
-            if name in skipped or (owner and owner not in modules and owner not in imported):
-                continue
-            (direct if name in imported or owner else other).append(name)
+    called: list[str] = []
+    for start, end in (span, *helpers):
+        body = test_lines[start + 1 : end]
+        local = set(re.findall(r"^\s*(\w+)\s*(?::[^=]*)?=[^=]", "\n".join(body), re.M))
+        local |= set(re.findall(r"\b(?:for|as)\s+(\w+)", "\n".join(body)))
+        skipped = defined | local | _ALL_BUILTINS | {"assert", "self", "cls"}
+        direct: list[str] = []
+        other: list[str] = []
+        for line in body:
+            for qualifier, name in _QUALIFIED_CALL.findall(line):
+                owner = qualifier.split(".", 1)[0]
+                if name in skipped or (owner and owner not in modules and owner not in imported):
+                    continue
+                (direct if name in imported or owner else other).append(name)
+        called += direct + other
+    skipped = defined | _ALL_BUILTINS | {"assert", "self", "cls"}
     attributes = []
     if class_span is not None:
         for line in test_lines[class_span[0] + 1 : class_span[1]]:
             if match := re.match(r"^\s+\w+\s*=\s*(.+)$", line):
                 attributes += [n for n in _LAST_NAME.findall(match.group(1)) if n not in skipped]
-    return list(dict.fromkeys(first + direct + other + attributes))
+    return list(dict.fromkeys(first + called + attributes))
+
+
+def self_calls(lines: list[str], span: tuple[int, int]) -> list[str]:
+    """The methods a test's body calls through `self`, each once, but unittest's own (`assert...`,
+    `subTest`, `fail`, ...)."""
+    body = "\n".join(lines[span[0] + 1 : span[1]])
+    names = dict.fromkeys(re.findall(r"\bself\.(\w+)\(", body))
+    return [name for name in names if not name.startswith("assert") and name not in _TESTCASE_METHODS]
 
 
 def imported_modules(lines: list[str]) -> set[str]:
