@@ -1169,3 +1169,42 @@ def test_what_a_helper_of_the_test_class_calls_is_what_the_test_exercises(tmp_pa
     greps = [g["pattern"] for g in tool_arguments(episode.messages, "grep")]
     assert any("_check" in pattern for pattern in greps), greps
     assert not [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]
+
+
+def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_test_repaired_again(
+    tmp_path: Path,
+) -> None:
+    """A wrong fix that passes its test and fails none that passed (more-itertools' `strictly_n`, seed
+    24: the bug was `sent -= 1` for `+= 1`; `if sent < n:` -> `if not sent < n:` passed `test_basic`)
+    leaves the next test of the same function with no repair that passes: with it in, the right one
+    does not pass either. Stuck there, the engineer takes its fix in that function back (it goes last
+    among that test's repairs) and repairs the first test again. Before, the attempt gave up."""
+    files = {
+        "exact.py": (
+            "def exactly(values, n):\n"
+            '    """The first n values; ValueError when there are fewer."""\n'
+            "    out = []\n"
+            "    sent = 0\n"
+            "    for item in values[:n]:\n"
+            "        out.append(item)\n"
+            "        sent += 1\n"
+            "    if sent < n:\n"
+            '        raise ValueError(f"too few values (got {sent})")\n'
+            "    return out\n"
+        ),
+        "tests/test_exact.py": (
+            "import pytest\n\n"
+            "from exact import exactly\n\n\n"
+            "class TestExactly:\n"
+            "    def test_basic(self):\n"
+            "        assert exactly([1, 2, 3], 3) == [1, 2, 3]\n\n"
+            "    def test_too_few(self):\n"
+            '        with pytest.raises(ValueError, match=r"got 2\\)"):\n'
+            "            exactly([1, 2], 3)\n"
+        ),
+    }
+    bug = ("exact.py", "sent += 1", "sent -= 1")
+    episode = solve_in_one_attempt(tmp_path, files, bug, "tests/test_exact.py::TestExactly::test_basic")
+    assert episode.claim.startswith("Fixed"), episode.claim
+    assert run_tests(tmp_path).returncode == 0
+    assert (tmp_path / "exact.py").read_text() == files["exact.py"]

@@ -48,6 +48,19 @@ class Brief:
         return cls(task, _command_in(task) or DEFAULT_TEST_COMMAND, notes)
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A repair kept: line `index` of `path` was `before` and is `after` (`said`: as the claim names
+    it); `report_before`: the tests' report before it (`work.take_back`)."""
+
+    path: str
+    index: int
+    before: str
+    after: str
+    said: str
+    report_before: TestReport
+
+
 def is_reminder(text: str, *, in_tool_output: bool = False) -> bool:
     """A reminder: a message that says "reminder" or holds a markdown checklist item `- [ ]`. In a
     tool's output (which may quote anything) only a line that starts with "Reminder" counts."""
@@ -86,6 +99,7 @@ class Desk:
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
         self.originals: dict[str, dict[int, str]] = {}  # path -> 0-based line -> its text before a kept fix
+        self.kept: list[Kept] = []  # since the replay began (after a cut, those before it are in the files)
         self.verify_due: str | None = None
         # the whole suite before the first edit (a narrow command: see `work._before_first_edit`)
         self.wide_before: TestReport | None = None

@@ -15,8 +15,9 @@ feedback), it undoes its cheats and works honestly.
 from __future__ import annotations
 
 import hilbert.sim.engineer.cheats as cheats
+from hilbert.context.tried import TriedEdit
 from hilbert.sim.engineer.actions import Finish, ListFiles, Run, Say
-from hilbert.sim.engineer.desk import LISTING, Brief, Desk, Steps, is_reminder
+from hilbert.sim.engineer.desk import LISTING, Brief, Desk, Kept, Steps, is_reminder
 from hilbert.sim.engineer.locating import WINDOW, Suspect, locate
 from hilbert.sim.engineer.memory import BASELINE, CHECKING, KEPT, TRY, Memory
 from hilbert.sim.engineer.quirks import Quirks
@@ -117,10 +118,14 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
             report = yield from desk.run_suite()
             continue
         fixed = yield from repair(desk, suspect, report)
-        if fixed is None:
-            stuck.add(suspect.test_id)
-        else:
+        if fixed is not None:
             report = fixed
+            continue
+        stuck.add(suspect.test_id)
+        without = yield from take_back(desk, suspect)
+        if without is not None:  # the test it fixed fails again: repaired anew, this one after it
+            report = without
+            stuck.discard(suspect.test_id)
     still = ", ".join(report.failed) or "the suite"
     return Finish(
         claim=f"I could not make the tests pass: {still} still failing after the repairs I know to try.",
@@ -317,12 +322,41 @@ def _try(
         breaks = full.breaks_more_than(before) or (yield from _breaks_elsewhere(desk))
         if not breaks:
             where = f"`{suspect.function}` ({path}" if path == suspect.path else f"({path}"
-            desk.fixes.append(f"{where}, line {candidate.index + 1}): {change}")
+            said = f"{where}, line {candidate.index + 1}): {change}"
+            desk.fixes.append(said)
             desk.originals.setdefault(path, {}).setdefault(candidate.index, before_line)
+            desk.kept.append(Kept(path, candidate.index, before_line, candidate.line, said, before))
             return full
     why = "That was not it; putting the line back."
     yield from _replace_line(desk, path, candidate.index, before_line, why)
     return None
+
+
+def take_back(desk: Desk, suspect: Suspect) -> Steps[TestReport | None]:
+    """Stuck on a test with a fix of mine in the function it exercises, which did not make it pass:
+    that fix may be the wrong one of two that passed its own test, and stand in the way (more-itertools'
+    `strictly_n`, seed 24: the bug was `sent -= 1` for `+= 1`; `if sent < n:` -> `if not sent < n:`
+    passed `test_basic` and failed none that passed, and with it in, the right fix did not pass
+    `test_too_short_default`). The latest such fix is taken back, once, and goes last among the
+    repairs tried from then on (as an edit tried and put back); the tests' report without it, or None."""
+    kept = desk.kept[-1] if desk.kept else None
+    if kept is None or kept.path != suspect.path or suspect.span is None:
+        return None
+    if (
+        not suspect.span[0] <= kept.index < suspect.span[1]
+        or suspect.test_id not in kept.report_before.failed
+    ):
+        return None
+    why = f"My fix on line {kept.index + 1} may be the wrong one, in the way of this test's: taking it back."
+    if not (yield from _replace_line(desk, kept.path, kept.index, kept.before, why)):
+        return None
+    desk.kept.remove(kept)
+    desk.fixes.remove(kept.said)
+    desk.originals.get(kept.path, {}).pop(kept.index, None)
+    undone = TriedEdit(kept.path, " ".join(kept.before.split()), " ".join(kept.after.split()))
+    desk.tried.append(undone)
+    desk.tried_here.append(undone)
+    return (yield from desk.run_listing(why="Running the tests without that fix."))
 
 
 def _replace_line(desk: Desk, path: str, index: int, text: str, why: str) -> Steps[bool]:
