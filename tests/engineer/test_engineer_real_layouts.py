@@ -1208,3 +1208,23 @@ def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_tes
     assert episode.claim.startswith("Fixed"), episode.claim
     assert run_tests(tmp_path).returncode == 0
     assert (tmp_path / "exact.py").read_text() == files["exact.py"]
+
+
+def test_a_long_test_file_is_read_from_its_imports_not_its_first_page(tmp_path: Path) -> None:
+    """The first read of a test file is its first lines (the imports), then windows found with grep:
+    read_file's first page of a long test file is 12,000 characters, read again after every cut
+    (more-itertools' `test_more.py`: a third of what a cut freed)."""
+    root = make_library(tmp_path, ("src/shapes/core.py", "return value * 2", "return value * 3"))
+    fillers = "".join(
+        f"\n    def test_filler_{n}(self):\n        self.assertTrue({n} >= 0)\n" for n in range(300)
+    )
+    (root / "tests/test_long.py").write_text(
+        "import unittest\n\nimport shapes\n\n\nclass LongTest(unittest.TestCase):\n"
+        f"{fillers}\n    def test_doubled(self):\n        self.assertEqual(shapes.doubled(3), 6)\n"
+    )
+    test_id = "tests/test_long.py::LongTest::test_doubled"
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    episode = asyncio.run(drive(responder, root, task, system="Agent: Ada\n", env=FAST, read_limit=12_000))
+    assert episode.claim.startswith("Fixed `doubled`"), episode.claim
+    assert _read_chars(episode, "tests/test_long.py") < 4_000
