@@ -5,8 +5,10 @@ only through another one."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -1228,3 +1230,19 @@ def test_a_long_test_file_is_read_from_its_imports_not_its_first_page(tmp_path: 
     episode = asyncio.run(drive(responder, root, task, system="Agent: Ada\n", env=FAST, read_limit=12_000))
     assert episode.claim.startswith("Fixed `doubled`"), episode.claim
     assert _read_chars(episode, "tests/test_long.py") < 4_000
+
+
+@pytest.mark.parametrize("within", [None, ("pkg/it's.py", "f")])
+def test_the_trace_command_is_sent_without_the_tracers_comments(within: tuple[str, str] | None) -> None:
+    """The tracer goes out as a command at every trace (and again after each cut): its comments, a
+    quarter of its tokens, stay in the source, and the values it is given are quoted without `'`
+    (the shell's quoting of one is five characters)."""
+    command = tracing.trace_command("tests/test_x.py::T::test_it", within)
+    script = shlex.split(command)[2]
+    compile(script, "tracer", "exec")
+    assert "#" not in script and len(command) < len(tracing.TRACER)
+    lines = [
+        line.split(" = ", 1) for line in script.splitlines() if line.startswith(("within =", "target ="))
+    ]
+    values = {name: ast.literal_eval(value) for name, value in lines}
+    assert values == {"within": within, "target": "tests/test_x.py::T::test_it"}

@@ -30,8 +30,11 @@ keeping product files only (not tests, not dot-folders, not installed packages).
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import shlex
+import tokenize
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -186,11 +189,20 @@ def trace_command(test_id: str, within: tuple[str, str] | None = None) -> str:
     the failing test (its traceback was read already, so none, and no list of failures: the lines the
     trace prints are the output); it exits 0 when the failing test passes. `within`: the suspect, as
     (path, name)."""
-    script = TRACER.replace("WITHIN", repr(within)).replace("TARGET", repr(test_id))
-    script = script.replace("BUDGET", str(BUDGET_S))
+    suspect = "None" if within is None else f"({json.dumps(within[0])}, {json.dumps(within[1])})"
+    script = TRACER.replace("WITHIN", suspect).replace("TARGET", json.dumps(test_id))  # no `'` to quote
+    script = _without_comments(script.replace("BUDGET", str(BUDGET_S)))
     scope = [test_id] + ([holder] if (holder := class_node(test_id)) else [])
     options = "-q --tb=no -rN --maxfail=0 -p no:cacheprovider"
     return f"python -c {shlex.quote(script)} {options} {shlex.join(scope)}"
+
+
+def _without_comments(script: str) -> str:
+    """`script` without its comments and blank lines: the command is sent at every trace, and after a
+    cut again (a quarter of its tokens were comments, and their quotes made the shell's quoting long)."""
+    tokens = tokenize.generate_tokens(io.StringIO(script).readline)
+    kept = tokenize.untokenize(token for token in tokens if token.type != tokenize.COMMENT)
+    return "\n".join(line.rstrip() for line in kept.splitlines() if line.strip())
 
 
 def class_node(test_id: str) -> str | None:
