@@ -1134,8 +1134,9 @@ def test_a_test_elsewhere_that_fails_once_and_passes_again_does_not_undo_a_fix(t
 def test_what_a_helper_of_the_test_class_calls_is_what_the_test_exercises(tmp_path: Path) -> None:
     """A test whose body is one call of a helper of its class (more-itertools' `ChunkedEvenTests`: each
     test is `self._test_finite(...)`, which calls `mi.chunked_even`) names nothing under test itself:
-    the helper, found with grep in a long test file, is read and what it calls is the suspect. Before,
-    no suspect was found, the test was traced first and no lines were the suspect's own."""
+    the helper, found with grep in a long test file, is read and what it calls is the suspect (not
+    what a helper of the same name in another class calls). Before, no suspect was found, the test
+    was traced first and no lines were the suspect's own."""
     filler = "\n    def test_other_{0}(self):\n        self.assertTrue({0} >= 0)\n"
     fillers = "".join(filler.format(n) for n in range(250))
     files = {
@@ -1150,6 +1151,11 @@ def test_what_a_helper_of_the_test_class_calls_is_what_the_test_exercises(tmp_pa
         ),
         "tests/test_chunks.py": (
             "import unittest\n\nimport chunks as ch\n\n\n"
+            "class FirstTests(unittest.TestCase):\n"
+            "    def test_one(self):\n"
+            "        self._check([5], 5)\n\n"
+            "    def _check(self, values, expected):\n"
+            "        self.assertEqual(ch.first(values), expected)\n\n\n"
             "class ChunkedTests(unittest.TestCase):\n"
             "    def test_pairs(self):\n"
             "        self._check([1, 2, 3, 4], 2, [[1, 2], [3, 4]])\n\n"
@@ -1173,6 +1179,20 @@ def test_what_a_helper_of_the_test_class_calls_is_what_the_test_exercises(tmp_pa
     assert not [c for c in tool_arguments(episode.messages, "shell") if "settrace" in c["command"]]
 
 
+EXACT = (
+    "def exactly(values, n):\n"
+    '    """The first n values; ValueError when there are fewer."""\n'
+    "    out = []\n"
+    "    sent = 0\n"
+    "    for item in values[:n]:\n"
+    "        out.append(item)\n"
+    "        sent += 1\n"
+    "    if sent < n:\n"
+    '        raise ValueError(f"too few values (got {sent})")\n'
+    "    return out\n"
+)
+
+
 def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_test_repaired_again(
     tmp_path: Path,
 ) -> None:
@@ -1182,18 +1202,7 @@ def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_tes
     does not pass either. Stuck there, the engineer takes its fix in that function back (it goes last
     among that test's repairs) and repairs the first test again. Before, the attempt gave up."""
     files = {
-        "exact.py": (
-            "def exactly(values, n):\n"
-            '    """The first n values; ValueError when there are fewer."""\n'
-            "    out = []\n"
-            "    sent = 0\n"
-            "    for item in values[:n]:\n"
-            "        out.append(item)\n"
-            "        sent += 1\n"
-            "    if sent < n:\n"
-            '        raise ValueError(f"too few values (got {sent})")\n'
-            "    return out\n"
-        ),
+        "exact.py": EXACT,
         "tests/test_exact.py": (
             "import pytest\n\n"
             "from exact import exactly\n\n\n"
@@ -1209,7 +1218,7 @@ def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_tes
     episode = solve_in_one_attempt(tmp_path, files, bug, "tests/test_exact.py::TestExactly::test_basic")
     assert episode.claim.startswith("Fixed"), episode.claim
     assert run_tests(tmp_path).returncode == 0
-    assert (tmp_path / "exact.py").read_text() == files["exact.py"]
+    assert (tmp_path / "exact.py").read_text() == EXACT
 
 
 def test_a_long_test_file_is_read_from_its_imports_not_its_first_page(tmp_path: Path) -> None:
@@ -1246,3 +1255,52 @@ def test_the_trace_command_is_sent_without_the_tracers_comments(within: tuple[st
     ]
     values = {name: ast.literal_eval(value) for name, value in lines}
     assert values == {"within": within, "target": "tests/test_x.py::T::test_it"}
+
+
+EXACT_TESTS = (
+    "import pytest\n\n"
+    "from exact import exactly\n\n\n"
+    "class TestExactly:\n"
+    "    def test_basic(self):\n"
+    "        assert exactly([1, 2, 3], 3) == [1, 2, 3]\n\n"
+    "    def test_too_few(self):\n"
+    '        with pytest.raises(ValueError, match=r"got 2\\)"):\n'
+    "            exactly([1, 2], 3)\n\n"
+    "    def test_no_repair_passes(self):\n"
+    "        assert exactly([1, 2, 3], 3) == [3, 2, 1, 0]\n"
+)
+
+
+def test_a_fix_is_taken_back_once_an_attempt(tmp_path: Path) -> None:
+    """With a test of the function that no repair passes, a second take-back would undo the right fix
+    (`sent += 1`, which passes `test_basic` and `test_too_few`) and the wrong one would come back."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_exact.py").write_text(EXACT_TESTS)
+    (tmp_path / "exact.py").write_text(EXACT.replace("sent += 1", "sent -= 1"))
+    test_id = "tests/test_exact.py::TestExactly::test_basic"
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST, max_replies=200))
+    assert episode.finished, "the attempt did not end"
+    assert (tmp_path / "exact.py").read_text() == EXACT
+    taken = [m.content for m in episode.messages if m.content.startswith("My fix on line")]
+    assert len(taken) == 1, taken
+
+
+def test_a_fix_that_got_the_same_test_further_is_not_taken_back(tmp_path: Path) -> None:
+    """A fix kept because its test got further (one of two bugs it runs into) is not taken back when
+    that test is stuck on the other."""
+    (tmp_path / "modes.py").write_text(
+        "def f(x, mode):\n    if mode == 0:\n        return x - 1\n    return x * 7\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_modes.py").write_text(
+        "from modes import f\n\n\ndef test_f():\n    assert f(2, 0) == 3\n    assert f(2, 1) == 100\n"
+    )
+    test_id = "tests/test_modes.py::test_f"
+    task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes."
+    responder = EngineerResponder.from_options({}, seed=1)
+    episode = asyncio.run(drive(responder, tmp_path, task, system="Agent: Ada\n", env=FAST, max_replies=120))
+    assert episode.finished, "the attempt did not end"
+    assert "return x + 1" in (tmp_path / "modes.py").read_text()
+    assert not [m.content for m in episode.messages if m.content.startswith("My fix on line")]

@@ -51,13 +51,14 @@ class Brief:
 @dataclass(frozen=True)
 class Kept:
     """A repair kept: line `index` of `path` was `before` and is `after` (`said`: as the claim names
-    it); `report_before`: the tests' report before it (`work.take_back`)."""
+    it), made for the test `test_id`; `report_before`: the tests' report before it (`work.take_back`)."""
 
     path: str
     index: int
     before: str
     after: str
     said: str
+    test_id: str
     report_before: TestReport
 
 

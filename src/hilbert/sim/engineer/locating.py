@@ -27,6 +27,7 @@ from hilbert.sim.engineer.reading import (
     tested_names,
 )
 
+_IMPORT = re.compile(r"^(import|from) \w")
 _FRAMES = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)  # a traceback's frame: `path:line: `
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
 MAX_WINDOWS = 6  # windows of a long file read to see one definition whole (each twice the last)
@@ -36,6 +37,7 @@ FIRST_LINES = 150  # a definition found further down is read in a window, not fr
 # a test file's first lines (its imports), not its first page: 12,000 characters of more-itertools'
 # `test_more.py` after each cut took a third of what the cut freed
 HEAD_LINES = 60
+MAX_HELPERS = 2  # helpers of its class a test calls that are looked for
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
             test_path, test_lines, span, section = mixin
     if test_lines is None or span is None:
         return None
-    test_lines, helpers = yield from read_helpers(desk, test_path, test_lines, span)
+    test_lines, helpers = yield from read_helpers(desk, test_path, test_lines, span, node)
     names = tested_names(test_lines, span, section, class_of(test_lines, node), helpers)[:MAX_NAMES]
     suspect = Suspect(test_id, test_path, span, section, None, None, None, ())
     if not names:
@@ -102,22 +104,34 @@ def locate(desk: Desk, report: TestReport, test_id: str) -> Steps[Suspect | None
 
 
 def read_helpers(
-    desk: Desk, path: str, lines: list[str], span: tuple[int, int]
+    desk: Desk, path: str, lines: list[str], span: tuple[int, int], node: str
 ) -> Steps[tuple[list[str], list[tuple[int, int]]]]:
-    """The helpers of its file that a test calls through `self` (more-itertools' `ChunkedEvenTests`:
+    """The helpers of its class that a test calls through `self` (more-itertools' `ChunkedEvenTests`:
     each test is one `self._test_finite(...)`, which calls the function under test), read where a long
-    file's windows did not show them: (the file as known, their spans)."""
-    spans: list[tuple[int, int]] = []
-    for name in self_calls(lines, span):
-        found = definition_span(lines, name)
-        if found is None and path in desk.unread:
-            why = f"Finding the helper {name} in {path}."
-            hits = yield from desk.ask(Grep(rf"^ *(async +)?def +{re.escape(name)}\b", path, why=why))
-            for hit in grep_hits(hits.text)[:1]:
-                lines = (yield from read_block(desk, path, hit.line - 1)) or lines
-                found = block_span(lines, hit.line - 1) if hit.line <= len(lines) else None
-        if found is not None and found != span:
-            spans.append(found)
+    file's windows did not show them, with one grep: (the file as known, their spans). At most
+    `MAX_HELPERS`; not a class attribute (`self.Cache(...)` with `Cache = LFUCache`), not a helper of
+    another class of the file."""
+    holder = class_of(lines, node)
+    start, end = holder if holder is not None else (0, len(lines))
+    attributes = set(re.findall(r"^\s+(\w+)\s*=", "\n".join(lines[start:end]), re.M))
+    names = [name for name in self_calls(lines, span) if name not in attributes][:MAX_HELPERS]
+
+    def where(name: str) -> tuple[int, int] | None:
+        found = definition_span(lines[start:end], name)
+        return (start + found[0], start + found[1]) if found is not None else None
+
+    missing = [name for name in names if where(name) is None]
+    if missing and path in desk.unread:
+        alternatives = "|".join(re.escape(name) for name in missing)
+        why = f"Finding the helper {missing[0]} in {path}."
+        grepped = yield from desk.ask(Grep(rf"^ *(async +)?def +({alternatives})\b", path, why=why))
+        for name in missing:  # the first definition after the test's class begins
+            at = [h.line for h in grep_hits(grepped.text) if re.match(rf"^ *(async +)?def +{name}\b", h.text)]
+            for line in [line for line in at if line > start][:1]:
+                lines = (yield from read_block(desk, path, line - 1)) or lines
+                holder = class_of(lines, node)
+                start, end = holder if holder is not None else (0, len(lines))
+    spans = [found for name in names if (found := where(name)) is not None and found != span]
     return lines, spans
 
 
@@ -149,6 +163,8 @@ def read_test(desk: Desk, path: str, node: str, section: str) -> Steps[list[str]
     traceback runs through, else the first after its class); the whole class when that does not
     show where the test is (it comes from a base class)."""
     lines = yield from desk.read_window(path, 1, HEAD_LINES)
+    if lines is not None and path in desk.unread and not any(_IMPORT.match(line) for line in lines):
+        lines = yield from desk.read_from(path, 1)  # a long header: its first page, as before
     parts = [part.split("[", 1)[0] for part in node.split("::") if part]
     names = parts[-2:]  # the test's class, if any, and the test
     if lines is None or path not in desk.unread or not names:

@@ -237,11 +237,11 @@ def tested_names(
 
 
 def self_calls(lines: list[str], span: tuple[int, int]) -> list[str]:
-    """The methods a test's body calls through `self`, each once, but unittest's own (`assert...`,
-    `subTest`, `fail`, ...)."""
+    """The methods a test's body calls through `self`, each once, but unittest's own (`assertEqual`,
+    `subTest`, `fail`, ...; a project's own `assertChunked` counts)."""
     body = "\n".join(lines[span[0] + 1 : span[1]])
     names = dict.fromkeys(re.findall(r"\bself\.(\w+)\(", body))
-    return [name for name in names if not name.startswith("assert") and name not in _TESTCASE_METHODS]
+    return [name for name in names if name not in _TESTCASE_METHODS]
 
 
 def imported_modules(lines: list[str]) -> set[str]:

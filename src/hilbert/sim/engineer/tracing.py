@@ -189,9 +189,13 @@ def trace_command(test_id: str, within: tuple[str, str] | None = None) -> str:
     the failing test (its traceback was read already, so none, and no list of failures: the lines the
     trace prints are the output); it exits 0 when the failing test passes. `within`: the suspect, as
     (path, name)."""
-    suspect = "None" if within is None else f"({json.dumps(within[0])}, {json.dumps(within[1])})"
-    script = TRACER.replace("WITHIN", suspect).replace("TARGET", json.dumps(test_id))  # no `'` to quote
-    script = _without_comments(script.replace("BUDGET", str(BUDGET_S)))
+
+    def literal(text: str) -> str:  # a Python string literal without `'` (the shell quotes it long)
+        return json.dumps(text, ensure_ascii=False)
+
+    suspect = "None" if within is None else f"({literal(within[0])}, {literal(within[1])})"
+    values = {"WITHIN": suspect, "TARGET": literal(test_id), "BUDGET": str(BUDGET_S)}
+    script = re.sub("|".join(values), lambda found: values[found.group()], TRACER_SENT)
     scope = [test_id] + ([holder] if (holder := class_node(test_id)) else [])
     options = "-q --tb=no -rN --maxfail=0 -p no:cacheprovider"
     return f"python -c {shlex.quote(script)} {options} {shlex.join(scope)}"
@@ -203,6 +207,9 @@ def _without_comments(script: str) -> str:
     tokens = tokenize.generate_tokens(io.StringIO(script).readline)
     kept = tokenize.untokenize(token for token in tokens if token.type != tokenize.COMMENT)
     return "\n".join(line.rstrip() for line in kept.splitlines() if line.strip())
+
+
+TRACER_SENT = _without_comments(TRACER)  # its placeholders filled in one pass (`trace_command`)
 
 
 def class_node(test_id: str) -> str | None:

@@ -84,6 +84,9 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
     if not report.passed and not desk.files:
         yield from desk.ask(ListFiles("**/*.py", why="Looking at how the project is laid out."))
     stuck: set[str] = set()
+    # a fix was taken back (`take_back`): once an attempt, or a right fix may be taken back for a test
+    # that no repair passes, and the wrong one come back
+    taken_back = False
     stop_early, listed = quirks.stop_early, False
     for _round in range(MAX_ROUNDS * 2):
         if report.passed:
@@ -122,9 +125,11 @@ def attempt(desk: Desk, quirks: Quirks) -> Steps[Finish]:
             report = fixed
             continue
         stuck.add(suspect.test_id)
+        if taken_back or _round == MAX_ROUNDS * 2 - 1:
+            continue
         without = yield from take_back(desk, suspect)
         if without is not None:  # the test it fixed fails again: repaired anew, this one after it
-            report = without
+            report, taken_back = without, True
             stuck.discard(suspect.test_id)
     still = ", ".join(report.failed) or "the suite"
     return Finish(
@@ -325,7 +330,8 @@ def _try(
             said = f"{where}, line {candidate.index + 1}): {change}"
             desk.fixes.append(said)
             desk.originals.setdefault(path, {}).setdefault(candidate.index, before_line)
-            desk.kept.append(Kept(path, candidate.index, before_line, candidate.line, said, before))
+            kept = Kept(path, candidate.index, before_line, candidate.line, said, suspect.test_id, before)
+            desk.kept.append(kept)
             return full
     why = "That was not it; putting the line back."
     yield from _replace_line(desk, path, candidate.index, before_line, why)
@@ -337,13 +343,16 @@ def take_back(desk: Desk, suspect: Suspect) -> Steps[TestReport | None]:
     that fix may be the wrong one of two that passed its own test, and stand in the way (more-itertools'
     `strictly_n`, seed 24: the bug was `sent -= 1` for `+= 1`; `if sent < n:` -> `if not sent < n:`
     passed `test_basic` and failed none that passed, and with it in, the right fix did not pass
-    `test_too_short_default`). The latest such fix is taken back, once, and goes last among the
-    repairs tried from then on (as an edit tried and put back); the tests' report without it, or None."""
+    `test_too_short_default`). The latest such fix is taken back (once an attempt) and goes last among the
+    repairs tried from then on (as an edit tried and put back); the tests' report without it, or None.
+    Not a fix kept for this same test (it got it further: one of two bugs it runs into), nor one in a
+    class suspect (its span is every method: a right fix elsewhere in it)."""
     kept = desk.kept[-1] if desk.kept else None
-    if kept is None or kept.path != suspect.path or suspect.span is None:
+    if kept is None or kept.path != suspect.path or suspect.span is None or _is_class(desk, suspect):
         return None
     if (
         not suspect.span[0] <= kept.index < suspect.span[1]
+        or kept.test_id == suspect.test_id
         or suspect.test_id not in kept.report_before.failed
     ):
         return None
@@ -352,7 +361,8 @@ def take_back(desk: Desk, suspect: Suspect) -> Steps[TestReport | None]:
         return None
     desk.kept.remove(kept)
     desk.fixes.remove(kept.said)
-    desk.originals.get(kept.path, {}).pop(kept.index, None)
+    if not any((k.path, k.index) == (kept.path, kept.index) for k in desk.kept):
+        desk.originals.get(kept.path, {}).pop(kept.index, None)  # the line is as it was
     undone = TriedEdit(kept.path, " ".join(kept.before.split()), " ".join(kept.after.split()))
     desk.tried.append(undone)
     desk.tried_here.append(undone)
