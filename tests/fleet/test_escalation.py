@@ -401,9 +401,41 @@ def test_a_task_over_one_test_file_that_did_not_land_is_split_by_the_classes_of_
                        **step.arguments)  # fmt: skip
     assert not error, text
     assert [t.id for t in board.plan.tasks] == ["T1", "T2-1", "T2-2", "T2-3", "T2"]
-    # tests of one class, or a check that names tests of one class only: reassigned as before
+    # tests of one class, or a check that names tests of one class only: one part per test
     for other in (listed[:2], listed):
         one = task.model_copy(update={"description": "".join(f"- `{t}`\n" for t in other),
                                       "verify": f"python -m pytest -q {' '.join(listed[:2])}"})  # fmt: skip
         [case] = escalations.read_brief(escalation_brief(Plan(goal="g", tasks=(one,)), states, ["T2"], {}))
-        assert escalations.decide(case).tool == "reassign"
+        step = escalations.decide(case)
+        assert step.tool == "split_task", step
+        assert [p["verify"] for p in step.arguments["into"]] == [
+            f"python -m pytest -q {t}" for t in listed[:2]
+        ]
+    # one failing test: reassigned as before
+    one = task.model_copy(
+        update={"description": f"- `{listed[0]}`\n", "verify": f"python -m pytest -q {listed[0]}"}
+    )
+    [case] = escalations.read_brief(escalation_brief(Plan(goal="g", tasks=(one,)), states, ["T2"], {}))
+    assert escalations.decide(case).tool == "reassign"
+
+
+def test_a_task_over_the_failing_tests_of_one_class_is_split_one_part_per_test() -> None:
+    """cachetools, seed 26: `TLRUCache`'s seven failing tests, which three bugs break, were one task;
+    each attempt spent its 60 calls on the first test, which two of the bugs break, and the lead
+    reassigned it, then gave up. Split per test (at most eight parts, the tests shared out in turn
+    beyond that), a part whose test one bug breaks can land."""
+    tests = [f"tests/test_t.py::TCase::test_{n}" for n in range(10)]
+    description = "These tests fail:\n" + "".join(f"- `{t}`\n" for t in tests)
+    task = Task(
+        id="T3", title="three", verify=f"python -m pytest -q {' '.join(tests)}", description=description
+    )
+    states = {"T3": TaskState("T3", "escalated", attempts=2)}
+    why = {"T3": "halted: turn limit reached (60 model calls)"}
+    [case] = escalations.read_brief(escalation_brief(Plan(goal="g", tasks=(task,)), states, ["T3"], why))
+    step = escalations.decide(case)
+    assert step.tool == "split_task", step
+    parts = step.arguments["into"]
+    assert [p["verify"].split()[4:] for p in parts] == [
+        [tests[0], tests[8]], [tests[1], tests[9]], *[[t] for t in tests[2:8]]
+    ]  # fmt: skip
+    assert parts[0]["title"] == f"Part of T3: make {tests[0]} and 1 more pass", parts[0]["title"]

@@ -8,7 +8,8 @@ For each escalated task, in the brief's order:
 - it did not land (out of turns, or the stop gate still refused) and its check runs several test
   files → `split_task`, one part per file (a task that several bugs break is more than one attempt's
   work; each part's may be one); a check of one file whose failing tests (as the task lists them)
-  are in several test classes → one part per class;
+  are in several test classes → one part per class; several failing tests of one class → one part
+  per test;
 - otherwise → `reassign`, with a note fitted to the reason (a merge conflict: start from the new
   tip; a claim the harness's check refuted: run the check before finishing);
 - if a reassign or a split is refused (reopened too often), → `mark_impossible`.
@@ -41,6 +42,7 @@ _MESSAGE = re.compile(r"^- from [^\n]*:\n```text\n.*?```", re.MULTILINE | re.DOT
 _CHECKS = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$|\.ci/|\.github/)")
 _HOPELESS = re.compile(r"\bexit [45]\b|no tests ran|not found|No such file", re.IGNORECASE)
 _CLAIMS = re.compile(r"^claims: (.*)$", re.MULTILINE)
+MAX_PARTS = 8  # of a task split by its failing tests
 _LISTED = re.compile(r"^> - `([^`\s]+\.py::[^`\s]+)`", re.MULTILINE)  # a failing test the task lists
 
 
@@ -146,6 +148,9 @@ def decide(case: Escalated) -> Steer:
             f"{case.task} did not land on the failing tests of {len(parts)} test classes: one task per class."
         )
         return Steer("split_task", {"task": case.task, "into": parts}, why=why)
+    if "conflict" not in case.reason and len(parts := split_by_test(case)) > 1:
+        why = f"{case.task} did not land on {len(parts)} failing tests of one class: one task per test."
+        return Steer("split_task", {"task": case.task, "into": parts}, why=why)
     if "conflict" in case.reason:
         note = (
             "The last attempt conflicted with work merged meanwhile; "
@@ -186,6 +191,22 @@ def split_by_class(case: Escalated) -> list[dict[str, Any]]:
             where = "::".join(parts[:-1]) if len(parts) > 2 else f"the module-level tests of {parts[0]}"
             groups.setdefault(where, []).append(test)
     return _parts(case, command, groups, "test classes")
+
+
+def split_by_test(case: Escalated) -> list[dict[str, Any]]:
+    """For a pytest check of one test class (or of one file's module-level tests): one part per failing
+    test the task lists there that the check runs, at most `MAX_PARTS` (the tests shared out in turn
+    beyond that); [] for one test. Tests of one class may each run into another of several bugs in the
+    code they share (cachetools' `TLRUCache`, seed 26: three bugs, seven failing tests, each attempt
+    spent its turns on the first test, which two of them break); a part whose test one bug breaks
+    lands, and its merge leaves the others fewer."""
+    command, tests = _pytest_words(case.verify)
+    chosen = [t for t in case.listed if any(t == c or t.startswith(f"{c}::") for c in tests)]
+    if len({test.rsplit("::", 1)[0] for test in chosen}) != 1:  # one class, or one file's functions
+        return []
+    shares = [chosen[n::MAX_PARTS] for n in range(min(len(chosen), MAX_PARTS))]
+    groups = {share[0] + (f" and {len(share) - 1} more" if len(share) > 1 else ""): share for share in shares}
+    return _parts(case, command, groups, "tests")
 
 
 def _pytest_words(verify: str) -> tuple[list[str], list[str]]:
