@@ -439,3 +439,11 @@ def test_a_task_over_the_failing_tests_of_one_class_is_split_one_part_per_test()
         [tests[0], tests[8]], [tests[1], tests[9]], *[[t] for t in tests[2:8]]
     ]  # fmt: skip
     assert parts[0]["title"] == f"Part of T3: make {tests[0]} and 1 more pass", parts[0]["title"]
+    # a part of a split task (reopened once, as often as its whole: cachetools seed 26's T1-7, the
+    # part of `tests/test_tlru.py`) is split by its tests once more; over one test it stops
+    reopened = {"T3": TaskState("T3", "escalated", attempts=2, reopened=1)}
+    [case] = escalations.read_brief(escalation_brief(Plan(goal="g", tasks=(task,)), reopened, ["T3"], why))
+    assert escalations.decide(case).tool == "split_task"
+    one = task.model_copy(update={"verify": f"python -m pytest -q {tests[0]}"})
+    [case] = escalations.read_brief(escalation_brief(Plan(goal="g", tasks=(one,)), reopened, ["T3"], why))
+    assert escalations.decide(case).tool == "mark_impossible"

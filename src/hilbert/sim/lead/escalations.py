@@ -4,7 +4,9 @@ The brief is `hilbert.fleet.escalation.escalation_brief`'s text; the tools are `
 For each escalated task, in the brief's order:
 
 - its check can never pass (pytest collected nothing or cannot find the file: exit 4 or 5, "no tests
-  ran", "not found"), or the lead reopened it before and it failed again → `mark_impossible`;
+  ran", "not found"), or the lead reopened it before (reassigned, or it is a part of a split task) and
+  it failed again → `mark_impossible`, unless it is over several failing tests of one class: then
+  split once more, one part per test (the fleet's `max_reopens` bounds how often);
 - it did not land (out of turns, or the stop gate still refused) and its check runs several test
   files → `split_task`, one part per file (a task that several bugs break is more than one attempt's
   work; each part's may be one); a check of one file whose failing tests (as the task lists them)
@@ -137,7 +139,9 @@ def decide(case: Escalated) -> Steer:
     if hopeless := _HOPELESS.search(case.reason):
         reason = f"its check `{case.verify}` cannot pass as written ({hopeless.group(0)})"
         return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
-    if case.reopened:
+    if case.reopened:  # a part of a split task too: once more, split by its tests, else it stops
+        if "conflict" not in case.reason and len(parts := split_by_test(case)) > 1:
+            return _per_test(case, parts)
         reason = f"reopened {case.reopened} time(s) already and it still did not land"
         return Steer("mark_impossible", {"task": case.task, "reason": reason}, why=f"{case.task}: {reason}.")
     if "conflict" not in case.reason and len(parts := split_by_file(case)) > 1:
@@ -149,8 +153,7 @@ def decide(case: Escalated) -> Steer:
         )
         return Steer("split_task", {"task": case.task, "into": parts}, why=why)
     if "conflict" not in case.reason and len(parts := split_by_test(case)) > 1:
-        why = f"{case.task} did not land on {len(parts)} failing tests of one class: one task per test."
-        return Steer("split_task", {"task": case.task, "into": parts}, why=why)
+        return _per_test(case, parts)
     if "conflict" in case.reason:
         note = (
             "The last attempt conflicted with work merged meanwhile; "
@@ -164,6 +167,11 @@ def decide(case: Escalated) -> Steer:
     return Steer(
         "reassign", {"task": case.task, "note": note}, why=f"{case.task} can be done; reassigning it."
     )
+
+
+def _per_test(case: Escalated, parts: list[dict[str, Any]]) -> Steer:
+    why = f"{case.task} did not land on {len(parts)} failing tests of one class: one task per test."
+    return Steer("split_task", {"task": case.task, "into": parts}, why=why)
 
 
 def split_by_file(case: Escalated) -> list[dict[str, Any]]:
