@@ -122,3 +122,42 @@ def test_a_fixed_bug_whose_test_fails_for_another_bug_still_there_counts_fixed(t
     assert first_run._masked(tmp_path, fixed, [left, fixed], 1.0)
     assert not first_run._masked(tmp_path, left, [left, fixed], 1.0)
     assert (tmp_path / "calc.py").read_text().split("\n")[1] == "    return 1 - 1"  # the checkout as it was
+
+
+def test_a_bug_fixed_by_a_compensation_is_not_put_back_for_another_bugs_check(tmp_path: Path) -> None:
+    """Seed 26: one bug was "fixed" by a compensation on another line (`+= 2` in `_Timer.__enter__` for
+    the `-= 2` put in `__exit__`); putting that bug back for another fixed bug's check broke the timer,
+    and the other bug, fixed and merged, was counted "not fixed". Those still not fixed are checked
+    again with only the bugs that are not fixed put back."""
+    (tmp_path / "calc.py").write_text(
+        "def a():\n    return 1 - 1\n\n\n"  # L: left by the run (was 1 + 1)
+        "def b():\n    return 3 - 1\n\n\n"  # Y: fixed by the run
+        "def c():\n    base = 3\n    return base - 2\n"  # X: `base - 1` made `- 2`; the run made base 3
+    )
+    (tmp_path / "test_calc.py").write_text(
+        "from calc import a, b, c\n\n\n"
+        "def test_c():\n    assert (a(), c()) == (2, 1)\n\n\n"
+        "def test_b():\n    assert (a(), b(), c()) == (2, 2, 1)\n\n\n"
+        "def test_a():\n    assert a() == 2\n"
+    )
+    left = Site(
+        "calc.py", 2, "arithmetic", "    return 1 + 1", "    return 1 - 1", "a", ("test_calc.py::test_a",)
+    )
+    fixed = Site(
+        "calc.py", 6, "arithmetic", "    return 3 - 1", "    return 3 + 1", "b", ("test_calc.py::test_b",)
+    )
+    offset = Site(
+        "calc.py",
+        11,
+        "off_by_one",
+        "    return base - 1",
+        "    return base - 2",
+        "c",
+        ("test_calc.py::test_c",),
+    )
+    first_run.git(tmp_path, "init", "-q")
+    first_run.git(tmp_path, "add", "-A")
+    first_run.git(tmp_path, "commit", "-qm", "result")
+    sites = [left, fixed, offset]
+    assert not first_run._masked(tmp_path, fixed, sites, 1.0)  # with `base - 1` put back, c() is 2
+    assert first_run.masked_fixes(tmp_path, sites, [False, False, False], 1.0) == [False, True, True]
