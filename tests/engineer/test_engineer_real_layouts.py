@@ -1304,3 +1304,23 @@ def test_a_fix_that_got_the_same_test_further_is_not_taken_back(tmp_path: Path) 
     assert episode.finished, "the attempt did not end"
     assert "return x + 1" in (tmp_path / "modes.py").read_text()
     assert not [m.content for m in episode.messages if m.content.startswith("My fix on line")]
+
+
+def test_a_test_a_mixin_of_its_own_file_defines_past_its_first_lines_is_read_there(tmp_path: Path) -> None:
+    """cachetools' `tests/test_func.py`: `test_decorator_user_function` is defined in
+    `DecoratorTestMixin` (line 67), the failing test's class comes after it (line 114). Read from its
+    first 60 lines, then windows, the test was looked for only after its class: not found, the engineer
+    gave up at once (seed 27, both `mru_cache` and `ttl_cache`)."""
+    root = make_library(tmp_path, ("src/shapes/core.py", "return value * 2", "return value * 3"))
+    padding = "".join(
+        f"\n    def test_pad_{n}(self):\n        self.assertTrue({n} >= 0)\n" for n in range(30)
+    )
+    (root / "tests/test_mixed.py").write_text(
+        "import unittest\n\nimport shapes\n\n\nclass Mixin:\n"
+        f"{padding}\n    def test_doubled(self):\n        self.assertEqual(self.FUNC(3), 6)\n"
+        f"{padding.replace('test_pad', 'test_more')}\n\n"
+        "class DoubledTest(unittest.TestCase, Mixin):\n    FUNC = staticmethod(shapes.doubled)\n"
+    )
+    episode = solve(root, "tests/test_mixed.py::DoubledTest::test_doubled")
+    assert episode.claim.startswith("Fixed `doubled`"), episode.claim
+    assert run_tests(root).returncode == 0

@@ -160,8 +160,9 @@ def inherited(
 def read_test(desk: Desk, path: str, node: str, section: str) -> Steps[list[str] | None]:
     """A test file: whole when its first `HEAD_LINES` are all of it, else those (the imports) and, found
     with grep, windows around the test's class header and the test itself (the definition its
-    traceback runs through, else the first after its class); the whole class when that does not
-    show where the test is (it comes from a base class)."""
+    traceback runs through, else the first after its class, else one before it: a mixin of the same
+    file, cachetools' `DecoratorTestMixin` in `tests/test_func.py`); the whole class when that does
+    not show where the test is."""
     lines = yield from desk.read_window(path, 1, HEAD_LINES)
     if lines is not None and path in desk.unread and not any(_IMPORT.match(line) for line in lines):
         lines = yield from desk.read_from(path, 1)  # a long header: its first page, as before
@@ -182,6 +183,9 @@ def read_test(desk: Desk, path: str, node: str, section: str) -> Steps[list[str]
     frames = [line + 1 for line in blamed_lines(section, path)]
     ran = [test for test in tests if test > after and any(test <= frame for frame in frames)]
     test = max(ran) if ran else next((test for test in tests if test > after), None)
+    if test is None and tests:  # none after its class: a base class of this file defines it (a mixin)
+        before = [test for test in tests if any(test <= frame for frame in frames)]
+        test = max(before) if before else tests[-1]
     if classes:
         lines = (yield from desk.read_window(path, after, after + CLASS_HEADER - 1)) or lines
     if test is not None:
