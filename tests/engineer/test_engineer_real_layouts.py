@@ -1191,6 +1191,16 @@ EXACT = (
     '        raise ValueError(f"too few values (got {sent})")\n'
     "    return out\n"
 )
+EXACT_TESTS = (
+    "import pytest\n\n"
+    "from exact import exactly\n\n\n"
+    "class TestExactly:\n"
+    "    def test_basic(self):\n"
+    "        assert exactly([1, 2, 3], 3) == [1, 2, 3]\n\n"
+    "    def test_too_few(self):\n"
+    '        with pytest.raises(ValueError, match=r"got 2\\)"):\n'
+    "            exactly([1, 2], 3)\n"
+)
 
 
 def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_test_repaired_again(
@@ -1203,16 +1213,7 @@ def test_a_kept_fix_in_the_function_a_test_is_stuck_on_is_taken_back_and_its_tes
     among that test's repairs) and repairs the first test again. Before, the attempt gave up."""
     files = {
         "exact.py": EXACT,
-        "tests/test_exact.py": (
-            "import pytest\n\n"
-            "from exact import exactly\n\n\n"
-            "class TestExactly:\n"
-            "    def test_basic(self):\n"
-            "        assert exactly([1, 2, 3], 3) == [1, 2, 3]\n\n"
-            "    def test_too_few(self):\n"
-            '        with pytest.raises(ValueError, match=r"got 2\\)"):\n'
-            "            exactly([1, 2], 3)\n"
-        ),
+        "tests/test_exact.py": EXACT_TESTS,
     }
     bug = ("exact.py", "sent += 1", "sent -= 1")
     episode = solve_in_one_attempt(tmp_path, files, bug, "tests/test_exact.py::TestExactly::test_basic")
@@ -1257,25 +1258,14 @@ def test_the_trace_command_is_sent_without_the_tracers_comments(within: tuple[st
     assert values == {"within": within, "target": "tests/test_x.py::T::test_it"}
 
 
-EXACT_TESTS = (
-    "import pytest\n\n"
-    "from exact import exactly\n\n\n"
-    "class TestExactly:\n"
-    "    def test_basic(self):\n"
-    "        assert exactly([1, 2, 3], 3) == [1, 2, 3]\n\n"
-    "    def test_too_few(self):\n"
-    '        with pytest.raises(ValueError, match=r"got 2\\)"):\n'
-    "            exactly([1, 2], 3)\n\n"
-    "    def test_no_repair_passes(self):\n"
-    "        assert exactly([1, 2, 3], 3) == [3, 2, 1, 0]\n"
-)
-
-
 def test_a_fix_is_taken_back_once_an_attempt(tmp_path: Path) -> None:
     """With a test of the function that no repair passes, a second take-back would undo the right fix
     (`sent += 1`, which passes `test_basic` and `test_too_few`) and the wrong one would come back."""
     (tmp_path / "tests").mkdir()
-    (tmp_path / "tests/test_exact.py").write_text(EXACT_TESTS)
+    unfixable = (
+        "\n    def test_no_repair_passes(self):\n        assert exactly([1, 2, 3], 3) == [3, 2, 1, 0]\n"
+    )
+    (tmp_path / "tests/test_exact.py").write_text(EXACT_TESTS + unfixable)
     (tmp_path / "exact.py").write_text(EXACT.replace("sent += 1", "sent -= 1"))
     test_id = "tests/test_exact.py::TestExactly::test_basic"
     task = f"Task T1: Fix {test_id}\nThe task is done when `python -m pytest -q` passes."
