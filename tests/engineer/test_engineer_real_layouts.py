@@ -1314,3 +1314,38 @@ def test_a_test_a_mixin_of_its_own_file_defines_past_its_first_lines_is_read_the
     episode = solve(root, "tests/test_mixed.py::DoubledTest::test_doubled")
     assert episode.claim.startswith("Fixed `doubled`"), episode.claim
     assert run_tests(root).returncode == 0
+
+
+def test_where_the_traceback_shows_the_exception_rose_in_another_module_is_tried_first(
+    tmp_path: Path,
+) -> None:
+    """The test calls a function whose own lines have many one-token repairs, and the exception rises
+    two calls below it in another module, in the `else` of a condition the bug inverted (cachetools'
+    `ttl_cache`, seed 28: `_Timer.__enter__`'s `if self.__nesting != 0:`; an attempt's 60 calls went on
+    `ttl_cache`'s own lines). The lines the traceback shows and the conditions that led there come
+    first."""
+    (tmp_path / "clockwork").mkdir()
+    (tmp_path / "clockwork" / "__init__.py").write_text("")
+    (tmp_path / "clockwork" / "timer.py").write_text(
+        "class Timer:\n    def __init__(self, clock):\n        self.clock = clock\n        self.depth = 0\n\n"
+        "    def __enter__(self):\n        if self.depth != 0:\n            self.saved = now = self.clock()\n"
+        "        else:\n            now = self.saved\n        self.depth += 1\n        return now\n\n"
+        "    def __exit__(self, *exc):\n        self.depth -= 1\n"
+    )
+    (tmp_path / "clockwork" / "api.py").write_text(
+        "from clockwork.timer import Timer\n\n\n"
+        "def stamp(clock, size=128, ttl=600, retries=3, spread=2):\n"
+        "    timer = Timer(clock)\n"
+        "    limit = size * 1 + ttl * 0 + retries * 0 + spread * 0\n"
+        "    with timer as now:\n"
+        "        return now, limit\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_api.py").write_text(
+        "from clockwork.api import stamp\n\n\ndef test_stamp():\n    assert stamp(lambda: 5) == (5, 128)\n"
+    )
+    episode = solve(tmp_path, "tests/test_api.py::test_stamp")
+    assert episode.claim.startswith("Fixed") and "self.depth == 0" in episode.claim, episode.claim
+    tries = [(e["path"], e["new"]) for e in tool_arguments(episode.messages, "edit_file")]
+    assert tries[0] == ("clockwork/timer.py", "        if self.depth == 0:"), tries[:3]
+    assert run_tests(tmp_path).returncode == 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from hilbert.sim.engineer.actions import Grep
 from hilbert.sim.engineer.desk import Desk, Steps
 from hilbert.sim.engineer.reading import (
+    FRAME,
     TestReport,
     blamed_lines,
     block_span,
@@ -28,7 +29,6 @@ from hilbert.sim.engineer.reading import (
 )
 
 _IMPORT = re.compile(r"^(import|from) \w")
-_FRAMES = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)  # a traceback's frame: `path:line: `
 MAX_NAMES = 8  # names a failing test calls that are looked for at once
 MAX_WINDOWS = 6  # windows of a long file read to see one definition whole (each twice the last)
 WINDOW = 40  # lines read around what grep or a trace found in a long file
@@ -144,9 +144,9 @@ def inherited(
     when no traceback names one."""
     test_path, _, node = test_id.partition("::")
     name = node.split("::")[-1].split("[", 1)[0]
-    if not _FRAMES.search(section):  # no traceback at hand: run it alone for one
+    if not FRAME.search(section):  # no traceback at hand: run it alone for one
         section = (yield from desk.run_one(test_id)).output
-    paths = dict.fromkeys(clean_path(frame) for frame, _line in _FRAMES.findall(section))
+    paths = dict.fromkeys(clean_path(frame) for frame, _line in FRAME.findall(section))
     for path in paths:
         if path == test_path or not is_test_path(path):
             continue

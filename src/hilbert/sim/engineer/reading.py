@@ -24,7 +24,7 @@ _FOOTER = re.compile(
 )
 _GREP = re.compile(r"^(.+?):(\d+):(.*)$")
 _SECTION = re.compile(r"^_{3,} (\S+) _{3,}$", re.MULTILINE)
-_FRAME = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)
+FRAME = re.compile(r"^([\w./-]+\.py):(\d+): ", re.MULTILINE)
 _WHERE = re.compile(r"where .*? = ([A-Za-z_]\w*)\(")
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
 _QUALIFIED_CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*)([A-Za-z_]\w*)\(")
@@ -302,7 +302,7 @@ def defining_file(paths: list[str], module: str | None) -> str | None:
 
 def blamed_lines(section: str, path: str) -> list[int]:
     """0-based lines of `path` that a traceback section shows frames at (where an exception rose)."""
-    return [int(line) - 1 for frame, line in _FRAME.findall(section) if clean_path(frame) == path]
+    return [int(line) - 1 for frame, line in FRAME.findall(section) if clean_path(frame) == path]
 
 
 def failed_at(output: str, path: str) -> int | None:

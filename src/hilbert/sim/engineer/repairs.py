@@ -43,7 +43,7 @@ def candidates(
     found: list[tuple[tuple[int, int], Candidate]] = []
     prose = _inside_strings(lines, known)
     near = _raising_functions(lines, blamed)
-    guards = _guards(lines, blamed)
+    guards = guards_of(lines, blamed)
     for index in indices:
         if index in prose:
             continue
@@ -86,7 +86,7 @@ def _raising_functions(lines: list[str], blamed: Sequence[int]) -> set[int]:
     return near
 
 
-def _guards(lines: list[str], blamed: Sequence[int]) -> dict[int, int]:
+def guards_of(lines: list[str], blamed: Sequence[int]) -> dict[int, int]:
     """The conditions that led to a blamed line: the `if` / `elif` lines of the chain whose branch
     holds it (an exception raised in an `else:` went through every condition above it), each with
     its distance from the blamed line (the nearest is read first)."""

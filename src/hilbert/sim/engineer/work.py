@@ -22,13 +22,17 @@ from hilbert.sim.engineer.locating import WINDOW, Suspect, locate
 from hilbert.sim.engineer.memory import BASELINE, CHECKING, KEPT, TRY, Memory
 from hilbert.sim.engineer.quirks import Quirks
 from hilbert.sim.engineer.reading import (
+    FRAME,
     TestReport,
+    blamed_lines,
     called_names,
+    clean_path,
     definition_span,
     failed_at,
+    is_test_path,
     statement_end,
 )
-from hilbert.sim.engineer.repairs import Candidate, candidates, unique_edit
+from hilbert.sim.engineer.repairs import Candidate, candidates, guards_of, unique_edit
 from hilbert.sim.engineer.tracing import (
     NOTS,
     Lines,
@@ -157,6 +161,7 @@ def trace(desk: Desk, suspect: Suspect) -> Steps[Trace]:
 
 TRACE = "trace"  # a stage of `repair`: what the trace shows (`tracing.regions`)
 AGAIN = 3  # of an earlier attempt's tries on lines only the failing test ran, those tried again
+MAX_FRAMES = 4  # of a traceback's product frames outside the suspect, the innermost tried first
 RERUN_AT_MOST = 20  # of the tests newly failing after a fix, those run again alone (`_breaks_elsewhere`)
 
 
@@ -194,6 +199,9 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         stages = [own, TRACE, [NOTS, Lines(suspect.path, rest), NOTS]]
         if _is_class(desk, suspect) and not suspect.blamed:  # which of its methods ran: trace first
             stages = [TRACE, own, [NOTS, Lines(suspect.path, rest), NOTS]]
+    raised = yield from raised_elsewhere(desk, suspect)
+    if raised:  # where the traceback shows the exception rose, before anything else
+        stages = [raised, *stages]
     traced = False  # a `not` before a line waits (`NOTS`) once the trace has shown what ran
     for regions in [*stages, [NOTS]]:
         if isinstance(regions, str):  # TRACE
@@ -217,7 +225,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                     continue
                 todo = [i for i in indices if (path, i) not in done and i < len(lines)]
                 done.update((path, i) for i in todo)
-                blamed = suspect.blamed if path == suspect.path else ()
+                blamed = suspect.blamed if path == suspect.path else blamed_lines(suspect.section, path)
                 known = desk.seen.get(path) if path in desk.unread else None
                 if only_failing:  # tried in the suspect's own lines and put last: again
                     moved = [(p, c) for p, c in later if p == path and c.index in indices]
@@ -250,6 +258,32 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
         if fixed is not None:
             return fixed
     return None
+
+
+def raised_elsewhere(desk: Desk, suspect: Suspect) -> Steps[list[Region]]:
+    """Where the failing test's traceback shows the exception rose in the product outside the suspect
+    (cachetools' `ttl_cache`, seed 28: `_Timer.__enter__`'s injected `if self.__nesting != 0:` raised an
+    `AttributeError` two calls below it, and an attempt's 60 calls went on `ttl_cache`'s own lines
+    first): the lines of the innermost `MAX_FRAMES` product frames and the conditions that led to
+    each (`repairs.guards_of`), innermost first, each file's lines read around them."""
+    frames = [(clean_path(path), int(line) - 1) for path, line in FRAME.findall(suspect.section)]
+    own = suspect.span if suspect.path else None
+    outside = [
+        (path, index)
+        for path, index in frames
+        if not is_test_path(path) and not (path == suspect.path and own and own[0] <= index < own[1])
+    ]
+    regions: list[Region] = []
+    for path, index in list(dict.fromkeys(reversed(outside)))[:MAX_FRAMES]:
+        first = max(index - WINDOW // 2, 0)  # 0-based: from there, or from what of it was not read yet
+        if path in desk.unread:
+            first = next((i for i in range(first, index + 1) if i not in desk.seen[path]), index)
+        lines = yield from desk.read_window(path, first + 1, index + WINDOW // 2)
+        if lines is None or index >= len(lines):
+            continue
+        near = sorted(guards_of(lines, [index]), reverse=True)
+        regions.append(Lines(path, [index, *near]))
+    return regions
 
 
 def _is_class(desk: Desk, suspect: Suspect) -> bool:
