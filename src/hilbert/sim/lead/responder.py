@@ -22,7 +22,7 @@ from typing import Any
 from hilbert.agent.prompts import task_of
 from hilbert.errors import UserError
 from hilbert.models.types import ToolCall
-from hilbert.sim.engineer.actions import Finish, ListFiles, Observation, Read, Run
+from hilbert.sim.engineer.actions import Finish, Grep, ListFiles, Observation, Read, Run
 from hilbert.sim.engineer.dialects.base import command_observation
 from hilbert.sim.lead.escalations import Steer, answer_escalations
 from hilbert.sim.lead.procedure import LeadAction, WritePlan, plan_work
@@ -95,6 +95,8 @@ def _call(action: LeadAction | Steer) -> tuple[str, dict[str, Any]]:
             return "read_file", {"path": path, **{k: v for k, v in lines.items() if v is not None}}
         case ListFiles(pattern=pattern):
             return "list_files", {"pattern": pattern}
+        case Grep(pattern=pattern, path=path, glob=glob):
+            return "grep", {"pattern": pattern, "path": path, **({"glob": glob} if glob else {})}
         case WritePlan(goal=goal, tasks=tasks):
             return "write_plan", {"goal": goal, "tasks": list(tasks)}
         case Finish(claim=claim, evidence=evidence):
