@@ -1349,3 +1349,30 @@ def test_where_the_traceback_shows_the_exception_rose_in_another_module_is_tried
     tries = [(e["path"], e["new"]) for e in tool_arguments(episode.messages, "edit_file")]
     assert tries[0] == ("clockwork/timer.py", "        if self.depth == 0:"), tries[:3]
     assert run_tests(tmp_path).returncode == 0
+
+
+def test_once_an_edit_in_a_file_known_in_part_was_not_unique_its_edits_take_in_lines_around(
+    tmp_path: Path,
+) -> None:
+    """more-itertools seed 29's `windowed`, deep in the 5,900 lines of `more.py`: every try on a line
+    such as `if n <= 0:` was refused once (found five times in the file) and made again with lines
+    around it, and the attempt ran out one try before the bug."""
+    common = "    if n <= 0:\n        return 0\n"
+    fillers = "".join(
+        f"\n\ndef filler_{k}(n):\n{common}    total = n + {k + 2}\n    return total * {k + 7}\n"
+        for k in range(200)
+    )
+    (tmp_path / "many.py").write_text(
+        f'"""Many."""\n{fillers}\n\ndef target(n):\n{common}    total = n + 1\n    return total * 4\n'
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_many.py").write_text(
+        "from many import target\n\n\ndef test_target():\n    assert target(2) == 9\n"
+    )
+    episode = solve(tmp_path, "tests/test_many.py::test_target")
+    assert episode.claim.startswith("Fixed") and "total * 3" in episode.claim, episode.claim
+    refused = [
+        m for m in episode.messages if m.role == "tool" and "found" in m.content and "times" in m.content
+    ]
+    assert len(refused) == 1, [m.content[:120] for m in refused]
+    assert run_tests(tmp_path).returncode == 0

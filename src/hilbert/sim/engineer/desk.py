@@ -97,6 +97,9 @@ class Desk:
         self.seen: dict[str, set[int]] = {}  # 0-based lines read, of files read in part
         self.unread: dict[str, int] = {}  # a file read in part -> the first line not read yet
         self.open_ended: set[str] = set()  # files read in windows whose end was not reached
+        # files known in part where an edit's text was found more than once: edits there take in
+        # lines around the one they change from the first try (`work._replace_line`)
+        self.ambiguous: set[str] = set()
         self.cheat_edits: list[tuple[str, str, str]] = []
         self.fixes: list[str] = []
         self.originals: dict[str, dict[int, str]] = {}  # path -> 0-based line -> its text before a kept fix
