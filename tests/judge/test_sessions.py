@@ -16,7 +16,7 @@ import pytest
 from judge_support import replace
 from test_outcomes import DESELECT, FIX, REWRITE, gate, plain_export_passes
 
-from hilbert.commands import Runner, Timeout, command_env
+from hilbert.commands import Output, Runner, Timeout, command_env
 from hilbert.judge.gate import describe
 from hilbert.judge.testruns import Controls, TestRun, run_tests
 
@@ -255,3 +255,33 @@ def test_new_tests_the_command_does_not_select_raise_no_alarm(base_runs: Path, t
         tmp_path / "named", {**FIX, "tests/test_new.py": NEW_TEST}, heldout=False, cache=base_runs
     )  # names one file
     assert named.verdict == "done" and not named.steps[0].findings, describe(named)
+
+
+def test_past_a_hundred_failures_each_further_traceback_is_one_line(tmp_path: Path) -> None:
+    """more-itertools with a bug in `sieve` fails 40,426 subtests: formatting each traceback made one
+    whole-suite merge check take over 8 minutes (under one with `--tb=line`). Every outcome is still
+    recorded, the first hundred failures keep the traceback style asked for, and the style is as
+    asked again for the summary and for a second session in the process."""
+    write(
+        tmp_path,
+        {
+            "test_many.py": (
+                "import pytest\n\n\n@pytest.mark.parametrize('n', range(150))\n"
+                "def test_many(n):\n    value = n * 2\n    assert value < 0\n"
+            )
+        },
+    )
+    runner = Runner.unsandboxed(command_env(hilbert_python_first=True))
+    command = "python -m pytest -q -p no:cacheprovider test_many.py"
+    whole = Output(10_000_000, lambda: None)  # all of it kept
+    ran = asyncio.run(
+        run_tests(runner, command, tmp_path, Controls(), timeout=Timeout(120, "t"), output=whole)
+    )
+    assert ran.outcomes is not None and ran.outcomes.finished
+    assert sorted(ran.outcomes.outcomes.values()) == ["failed"] * 150
+    output = ran.ran.output.render()
+    assert output.count("    value = n * 2") == 100, output[-2000:]  # the source lines of a full traceback
+    assert output.count("\nE   assert ") == 50, output[
+        -2000:
+    ]  # a section of one line (a full one: `E       `)
+    assert "150 failed" in output

@@ -19,7 +19,8 @@ no child process inherits). Every record carries its pytest process's `process` 
 - `worker`: a pytest-xdist controller started a worker (its id): each worker must report a `start`;
 - `report`: per test and phase (setup, call, teardown) the outcome **read from the raw call info** in
   the innermost `pytest_runtest_makereport` wrapper — a conftest's wrapper that rewrites the report
-  afterwards does not change what is recorded here;
+  afterwards does not change what is recorded here; past a session's 100th failure, each further
+  traceback is formatted as one line (`FULL_TRACEBACKS`: thousands of failing subtests took minutes);
 - `finish`: the session's end, with pytest's exit status. A process that dies before (an `os._exit`
   under test) leaves no `finish` record: the judge counts that as a failure.
 
@@ -295,10 +296,27 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
     return (yield)
 
 
+FULL_TRACEBACKS = 100  # failures of a session shown with the traceback style asked for; then one line each
+_failures = 0
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    _record("report", nodeid=item.nodeid, when=call.when, outcome=_raw_outcome(item, call))
+    """Records the raw outcome. Past `FULL_TRACEBACKS` failures, a failure's traceback is formatted as
+    one line (`--tb=line`): more-itertools with a bug in `sieve` fails 40,426 subtests, and formatting
+    each traceback made one whole-suite merge check take over 8 minutes instead of under one."""
+    global _failures
+    option = item.config.option
+    style = getattr(option, "tbstyle", "auto")
+    if _failures >= FULL_TRACEBACKS and style not in ("no", "line"):
+        option.tbstyle = "line"  # read as each report is made; the summary at the end sees it as asked
+    try:
+        report = yield
+    finally:
+        option.tbstyle = style
+    outcome = _raw_outcome(item, call)
+    _failures += outcome == "failed"
+    _record("report", nodeid=item.nodeid, when=call.when, outcome=outcome)
     return report
 
 
