@@ -1015,7 +1015,7 @@ def test_a_test_whose_subtest_failed_or_that_is_expected_to_fail_is_not_a_passin
     )
     assert done.returncode == 1 and "passing tests: 1\n" in done.stdout, done.stdout + done.stderr
     trace = tracing.executed_lines(done.stdout)
-    assert trace.passing == {"prod.py": {1}}, trace  # of test_big's lines, test_small ran `if x > 5:`
+    assert trace.passing == {"prod.py": {0, 1}}, trace  # of test_big's, test_small ran `def` and `if x > 5:`
     assert tracing.regions_traced(trace, "prod.py", [])[0] == tracing.Lines("prod.py", [2], True)
 
 
@@ -1375,4 +1375,29 @@ def test_once_an_edit_in_a_file_known_in_part_was_not_unique_its_edits_take_in_l
         m for m in episode.messages if m.role == "tool" and "found" in m.content and "times" in m.content
     ]
     assert len(refused) == 1, [m.content[:120] for m in refused]
+    assert run_tests(tmp_path).returncode == 0
+
+
+def test_the_default_argument_of_a_function_the_suspect_calls_is_tried_with_what_ran_there(
+    tmp_path: Path,
+) -> None:
+    """more-itertools seed 30: the bug was `windowed`'s default `step=1`, and `adjacent`, `locate`,
+    `replace` call it without a step. A `def` line runs when the module loads, so the trace put it
+    last, after every line the test ran, and seven tasks ran out of calls. It is tried with the lines
+    the call ran."""
+    body = "".join(f"    total = total + {n} * 0\n" for n in range(1, 9))
+    files = {
+        "steps.py": (
+            "def stepped(values, step=1):\n    total = 0\n" + body + "    return values[::step]\n\n\n"
+            "def evens(values):\n    chosen = stepped(values)\n    count = len(chosen) * 1\n"
+            "    return [v for v in chosen if v % 2 == 0][:count]\n"
+        ),
+        "tests/test_steps.py": (
+            "from steps import evens\n\n\ndef test_evens():\n    assert evens([1, 2, 3, 4]) == [2, 4]\n"
+        ),
+    }
+    episode = solve_in_one_attempt(
+        tmp_path, files, ("steps.py", "step=1)", "step=2)"), "tests/test_steps.py::test_evens"
+    )
+    assert episode.claim.startswith("Fixed") and "step=1" in episode.claim, episode.claim
     assert run_tests(tmp_path).returncode == 0

@@ -13,9 +13,11 @@ itself included; a recursive function counts once.
 The tracer prints, in the order the files were first entered, one line per file and depth for the
 lines run inside functions (`executed@in1 PATH: 3-7,12`: one call below the suspect; `executed@2
 PATH: 40-41`: two below a test; without `@`: run with no test on the stack, as from a thread or a
-top-level `conftest.py`; 1-based lines, relative to the project folder), and one for those run as a
-module or class body was loaded (`loaded PATH: ...`: imports, `def` lines and their defaults,
-constants). A line run at several depths counts at the least.
+top-level `conftest.py`; 1-based lines, relative to the project folder; a called function's `def`
+line, where its defaults are, with them: more-itertools seed 30's bug was `windowed`'s `step=1`, which
+`adjacent` and `replace` call), and one for those run as a module or class body was loaded (`loaded
+PATH: ...`: imports, `def` lines and their defaults, constants). A line run at several depths counts
+at the least.
 
 It runs the other tests of the failing test's class first, while `BUDGET_S` lasts, then the failing
 test (spectrum-based fault localization, as in Tarantula and Ochiai: a line the failing test runs and
@@ -41,7 +43,7 @@ from typing import NamedTuple
 from hilbert.sim.engineer.reading import is_test_path
 
 TRACER = """
-import os, sys, threading, time
+import linecache, os, sys, threading, time
 import pytest
 root = os.getcwd() + os.sep
 within = WITHIN  # (path, qualified name) of the suspect, or None
@@ -84,10 +86,14 @@ def call(frame, event, arg):
     if not found:
         return None
     kind = "executed" if frame.f_code.co_flags & 1 else "loaded"
+    top = frame.f_code.co_firstlineno  # a called function's `def` line, its defaults: run with it
+    while kind == "executed" and linecache.getline(frame.f_code.co_filename, top).lstrip().startswith("@"):
+        top += 1
     if now[0] is not None and now[0] not in targets:  # another test of its class: which lines only
         if kind == "loaded" or found != 1:
             return None
         ran = others.setdefault(now[0], {}).setdefault(frame.f_code.co_filename, set())
+        ran.add(top)
         def other(frame, event, arg):
             if event == "line":
                 ran.add(frame.f_lineno)
@@ -96,6 +102,9 @@ def call(frame, event, arg):
     lines = seen.setdefault((frame.f_code.co_filename, kind), {})
     level = depth(frame) if kind == "executed" and found == 1 else ""
     shared = outside.setdefault(frame.f_code.co_filename, set()) if now[0] is None else set()
+    if kind == "executed":
+        lines.setdefault(top, set()).add(level)
+        shared.add(top)
     def local(frame, event, arg):
         if event == "line":
             lines.setdefault(frame.f_lineno, set()).add(level)
