@@ -331,14 +331,23 @@ CUT = "head\n[... 1,234 more bytes; the whole output is in .hilbert/outputs/o-1.
 def test_the_failing_tests_of_a_cut_survey_are_found_with_one_grep_past_any_subtests(tmp_path: Path) -> None:
     """more-itertools seed 29: a bug in `sieve` failed 40,426 subtests; the survey's saved output was
     3.3 MB of `SUBFAILED` lines, which the lead read a page at a time until its 60 calls were gone."""
-    from hilbert.sim.lead.procedure import whole_output
+    from hilbert.sim.lead.procedure import failing_tests, whole_output
 
-    failed = [f"FAILED tests/test_a.py::test_{n} - assert 1 == 2" for n in range(30)]
+    failed = [f"FAILED tests/test_a.py::test_{n} - assert 1 == 2" for n in range(29)]
+    failed.append("FAILED tests/test_a.py::test_long - assert " + "x" * 400)  # grep cuts its message
     sub = [f"SUBFAILED(n={n}) tests/test_p.py::Primes::test_primes - AssertionError" for n in range(20_000)]
     tools = _saved_survey(tmp_path, [*failed[:10], *sub, *failed[10:], "30 failed, 5 passed"])
     asked, found = _answer(tools, whole_output(CUT))
-    assert len(asked) == 1 and found == "\n".join(failed), asked
+    assert len(asked) == 1 and failing_tests(found) == failing_tests("\n".join(failed)), asked
     assert list(whole_output("short output")) == []
+
+
+def test_a_test_id_grep_shows_in_part_is_read_from_the_pages(tmp_path: Path) -> None:
+    from hilbert.sim.lead.procedure import whole_output
+
+    saved = ["FAILED tests/test_a.py::test_one - assert 1 == 2", f"FAILED tests/test_a.py::test_{'x' * 400}"]
+    asked, found = _answer(_saved_survey(tmp_path, saved), whole_output(CUT))
+    assert len(asked) == 2 and found == "\n".join(saved), asked  # one grep, then the one page
 
 
 def test_a_cut_survey_grep_shows_not_whole_is_read_a_page_at_a_time(tmp_path: Path) -> None:

@@ -260,28 +260,31 @@ def test_new_tests_the_command_does_not_select_raise_no_alarm(base_runs: Path, t
 def test_past_a_hundred_failures_each_further_traceback_is_one_line(tmp_path: Path) -> None:
     """more-itertools with a bug in `sieve` fails 40,426 subtests: formatting each traceback made one
     whole-suite merge check take over 8 minutes (under one with `--tb=line`). Every outcome is still
-    recorded, the first hundred failures keep the traceback style asked for, and the style is as
-    asked again for the summary and for a second session in the process."""
+    recorded, the first hundred failures of a session keep the traceback style asked for, and a
+    second session in the same process starts its count again."""
+    many = "import pytest\n\n\n@pytest.mark.parametrize('n', range(150))\ndef test_many(n):\n"
     write(
         tmp_path,
         {
-            "test_many.py": (
-                "import pytest\n\n\n@pytest.mark.parametrize('n', range(150))\n"
-                "def test_many(n):\n    value = n * 2\n    assert value < 0\n"
-            )
+            "test_many.py": many + "    value = n * 2\n    assert value < 0\n",
+            "test_again.py": "def test_again():\n    again = 3\n    assert again < 0\n",
         },
     )
     runner = Runner.unsandboxed(command_env(hilbert_python_first=True))
-    command = "python -m pytest -q -p no:cacheprovider test_many.py"
+    script = (
+        "import pytest, sys; pytest.main(['-q', '-p', 'no:cacheprovider', 'test_many.py']); "
+        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'test_again.py']))"
+    )
     whole = Output(10_000_000, lambda: None)  # all of it kept
     ran = asyncio.run(
-        run_tests(runner, command, tmp_path, Controls(), timeout=Timeout(120, "t"), output=whole)
+        run_tests(
+            runner, f'python -c "{script}"', tmp_path, Controls(), timeout=Timeout(120, "t"), output=whole
+        )
     )
-    assert ran.outcomes is not None and ran.outcomes.finished
-    assert sorted(ran.outcomes.outcomes.values()) == ["failed"] * 150
+    assert ran.outcomes is not None and ran.outcomes.finished and ran.outcomes.sessions == 2
+    assert sorted(ran.outcomes.outcomes.values()) == ["failed"] * 151
     output = ran.ran.output.render()
-    assert output.count("    value = n * 2") == 100, output[-2000:]  # the source lines of a full traceback
-    assert output.count("\nE   assert ") == 50, output[
-        -2000:
-    ]  # a section of one line (a full one: `E       `)
-    assert "150 failed" in output
+    assert output.count("    value = n * 2") == 100, output[-2000:]  # a full traceback's source line
+    assert output.count("\nE   assert ") == 50, output[-2000:]  # one line (a full one: `E       `)
+    assert "    again = 3" in output  # the second session's first failure: in full
+    assert "150 failed" in output and "1 failed" in output

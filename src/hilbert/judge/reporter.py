@@ -173,7 +173,8 @@ _seen: dict[str, list[str]] = {"items": [], "deselected": []}  # this session's 
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _kept
+    global _kept, _failures
+    _failures = 0  # of this session (a process may run several)
     for name in CONTROLS:  # put back by an earlier session's unconfigure in this process
         os.environ.pop(name, None)
     for name, value in _restore.items():
@@ -296,7 +297,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
     return (yield)
 
 
-FULL_TRACEBACKS = 100  # failures of a session shown with the traceback style asked for; then one line each
+FULL_TRACEBACKS = 100  # failures of a session (of an xdist worker) in the style asked for; then one line each
 _failures = 0
 
 
@@ -308,7 +309,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     global _failures
     option = item.config.option
     style = getattr(option, "tbstyle", "auto")
-    if _failures >= FULL_TRACEBACKS and style not in ("no", "line"):
+    if _failures >= FULL_TRACEBACKS and style not in ("no", "line", "native"):
         option.tbstyle = "line"  # read as each report is made; the summary at the end sees it as asked
     try:
         report = yield

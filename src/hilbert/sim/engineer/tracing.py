@@ -63,6 +63,19 @@ def kind_of(name):  # 0: not the project's, 1: product, 2: a test file
         test = base.startswith("test_") or base.endswith("_test.py") or "/tests/" in rel
         kinds[name] = 0 if not ours else 2 if test else 1
     return kinds[name]
+signatures = {}
+def signature(code):  # the lines of a function's `def` to its colon, past decorators and comments
+    key = (code.co_filename, code.co_firstlineno)
+    if key not in signatures:
+        found, heads = [], ("def " + code.co_name + "(", "async def " + code.co_name + "(")
+        for n in range(code.co_firstlineno, code.co_firstlineno + 40):
+            text = linecache.getline(code.co_filename, n).split("#", 1)[0].strip()
+            if found or text.startswith(heads):
+                found.append(n)
+                if text.endswith(":") or len(found) > 20:
+                    break
+        signatures[key] = set(found)
+    return signatures[key]
 def is_suspect(code):
     if within is None or code.co_filename != root + within[0]:
         return False
@@ -86,14 +99,12 @@ def call(frame, event, arg):
     if not found:
         return None
     kind = "executed" if frame.f_code.co_flags & 1 else "loaded"
-    top = frame.f_code.co_firstlineno  # a called function's `def` line, its defaults: run with it
-    while kind == "executed" and linecache.getline(frame.f_code.co_filename, top).lstrip().startswith("@"):
-        top += 1
+    top = signature(frame.f_code) if kind == "executed" else set()  # its `def` lines: its defaults
     if now[0] is not None and now[0] not in targets:  # another test of its class: which lines only
         if kind == "loaded" or found != 1:
             return None
         ran = others.setdefault(now[0], {}).setdefault(frame.f_code.co_filename, set())
-        ran.add(top)
+        ran.update(top)
         def other(frame, event, arg):
             if event == "line":
                 ran.add(frame.f_lineno)
@@ -102,9 +113,9 @@ def call(frame, event, arg):
     lines = seen.setdefault((frame.f_code.co_filename, kind), {})
     level = depth(frame) if kind == "executed" and found == 1 else ""
     shared = outside.setdefault(frame.f_code.co_filename, set()) if now[0] is None else set()
-    if kind == "executed":
-        lines.setdefault(top, set()).add(level)
-        shared.add(top)
+    for n in top:
+        lines.setdefault(n, set()).add(level)
+        shared.add(n)
     def local(frame, event, arg):
         if event == "line":
             lines.setdefault(frame.f_lineno, set()).add(level)
@@ -228,14 +239,20 @@ def class_node(test_id: str) -> str | None:
     return "::".join(parts[:-1]) if len(parts) > 2 else None
 
 
+def is_product_path(path: str) -> bool:
+    """Whether a path a trace or a traceback names is the project's own code, not its tests: relative,
+    inside the project, in no dot-folder (a virtual environment) and no installed package."""
+    parts = path.split("/")
+    if path.startswith(("/", "..")) or any(p.startswith(".") for p in parts) or "site-packages" in parts:
+        return False
+    return not is_test_path(path) and parts[-1] != "conftest.py"
+
+
 def executed_lines(output: str) -> Trace:
     """What the tracer's output shows (`Trace`)."""
     trace = Trace()
     for kind, below, level, path, spans in _EXECUTED.findall(output):
-        parts = path.split("/")
-        if path.startswith("..") or any(p.startswith(".") for p in parts) or "site-packages" in parts:
-            continue
-        if is_test_path(path) or parts[-1] == "conftest.py":
+        if not is_product_path(path):
             continue
         indices = set[int]()
         for span in spans.split(","):

@@ -29,7 +29,6 @@ from hilbert.sim.engineer.reading import (
     clean_path,
     definition_span,
     failed_at,
-    is_test_path,
     statement_end,
 )
 from hilbert.sim.engineer.repairs import Candidate, candidates, guards_of, unique_edit
@@ -39,6 +38,7 @@ from hilbert.sim.engineer.tracing import (
     Region,
     Trace,
     executed_lines,
+    is_product_path,
     regions_traced,
     trace_command,
 )
@@ -166,7 +166,8 @@ RERUN_AT_MOST = 20  # of the tests newly failing after a fix, those run again al
 
 
 def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport | None]:
-    """Try candidate repairs, most likely first: the suspect function's lines (a `not` put before one
+    """Try candidate repairs, most likely first: where the test's traceback shows the exception rose
+    outside the suspect (`raised_elsewhere`), then the suspect function's lines (a `not` put before one
     of them last), then, after tracing the test, the other lines the test ran inside functions (first
     those the passing tests of its class did not run: `tracing.regions_traced`), stepping into calls:
     what ran below the suspect, a call deeper at a time (at each depth the suspect's file first: the
@@ -177,7 +178,8 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
     class no traceback blames, the trace comes first. What an earlier attempt (or this one, before a
     cut) tried and undid goes last; but up to `AGAIN` of an earlier attempt's tries on lines only the
     failing test ran are tried at the end of that stage (a bug fixed since may have failed them).
-    Return the suite's report once one fixes the test without breaking another, or gets it further
+    In any file, the lines the traceback shows, and the conditions that led to them, come first among
+    a region's. Return the suite's report once one fixes the test without breaking another, or gets it further
     (it fails at a later statement of its own: one of two bugs it runs into is fixed), or None."""
     tries, done = 0, set[tuple[str, int]]()
     reached: int | None = None  # the line of the test it fails at, before any edit
@@ -223,7 +225,7 @@ def repair(desk: Desk, suspect: Suspect, before: TestReport) -> Steps[TestReport
                             break
                 if lines is None:
                     continue
-                todo = [i for i in indices if (path, i) not in done and i < len(lines)]
+                todo = [i for i in indices if (path, i) not in done and 0 <= i < len(lines)]
                 done.update((path, i) for i in todo)
                 blamed = suspect.blamed if path == suspect.path else blamed_lines(suspect.section, path)
                 known = desk.seen.get(path) if path in desk.unread else None
@@ -264,14 +266,16 @@ def raised_elsewhere(desk: Desk, suspect: Suspect) -> Steps[list[Region]]:
     """Where the failing test's traceback shows the exception rose in the product outside the suspect
     (cachetools' `ttl_cache`, seed 28: `_Timer.__enter__`'s injected `if self.__nesting != 0:` raised an
     `AttributeError` two calls below it, and an attempt's 60 calls went on `ttl_cache`'s own lines
-    first): the lines of the innermost `MAX_FRAMES` product frames and the conditions that led to
-    each (`repairs.guards_of`), innermost first, each file's lines read around them."""
+    first): the lines of the innermost `MAX_FRAMES` product frames (`tracing.is_product_path`: not a
+    test, an installed package or the standard library) and the conditions that led to each
+    (`repairs.guards_of`, within what was read), innermost first. None when the innermost one is a
+    `raise`: a check that refused what it was given, whose caller is the likelier culprit."""
     frames = [(clean_path(path), int(line) - 1) for path, line in FRAME.findall(suspect.section)]
     own = suspect.span if suspect.path else None
     outside = [
         (path, index)
         for path, index in frames
-        if not is_test_path(path) and not (path == suspect.path and own and own[0] <= index < own[1])
+        if is_product_path(path) and not (path == suspect.path and own and own[0] <= index < own[1])
     ]
     regions: list[Region] = []
     for path, index in list(dict.fromkeys(reversed(outside)))[:MAX_FRAMES]:
@@ -281,7 +285,14 @@ def raised_elsewhere(desk: Desk, suspect: Suspect) -> Steps[list[Region]]:
         lines = yield from desk.read_window(path, first + 1, index + WINDOW // 2)
         if lines is None or index >= len(lines):
             continue
-        near = sorted(guards_of(lines, [index]), reverse=True)
+        if not regions and lines[index].lstrip().startswith("raise "):
+            return []
+        seen = desk.seen.get(path) if path in desk.unread else None
+        near = [
+            guard
+            for guard in sorted(guards_of(lines, [index]), reverse=True)
+            if seen is None or all(i in seen for i in range(guard, index))  # no unread line between
+        ]
         regions.append(Lines(path, [index, *near]))
     return regions
 

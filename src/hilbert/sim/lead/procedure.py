@@ -39,6 +39,7 @@ SURVEY_COMMAND = f"{TEST_COMMAND} -rfE --tb=no"
 DEFAULT_GOAL = "Make the test suite pass"
 PAGE_LINES = 400  # lines of a saved output asked for at once (read_file may answer fewer, saying so)
 _FAILED = re.compile(r"^(?:FAILED|ERROR) ([^\s:]+\.py)(?:::(\S+))?", re.MULTILINE)
+_CLIPPED = re.compile(r"… \[[\d,]+ more chars\]$")  # a line grep showed in part
 _GREP_CUT = re.compile(r"^\[\.\.\. [\d,]+ matches more\]$", re.MULTILINE)  # grep showed not all it found
 _NUMBERED = re.compile(r"^\s*\d+\t", re.MULTILINE)
 _NUMBERED_LINE = re.compile(r"^\s*\d+\t(.*)$")
@@ -109,15 +110,18 @@ def whole_output(text: str) -> Generator[LeadAction, Observation, str]:
     """`text`, or, when the tool cut it short and saved the whole output to a file, the lines of it
     that name a failing test, found with grep (more-itertools seed 29: a bug in `sieve` failed 40,426
     subtests, 3.3 MB of `SUBFAILED` lines; read a page at a time, they took the lead's 60 calls before
-    any plan); when grep shows not all of them, the file's lines, read a page at a time (when a page
+    any plan); when grep shows not all of them, or a test's id in part (a line is cut at 300
+    characters; its message after ` - ` may be), the file's lines, read a page at a time (when a page
     does not fit, read_file says where to go on from)."""
     saved = _SAVED.search(text)
     if saved is None:
         return text
     why = "The output was cut; finding the failing tests in it."
     found = yield Grep(_FAILED.pattern, saved.group(1), why=why)
-    if found.ok and not _GREP_CUT.search(found.text):
-        return "\n".join(hit.text for hit in grep_hits(found.text))
+    hits = [hit.text for hit in grep_hits(found.text)]
+    cut = [hit for hit in hits if _CLIPPED.search(hit) and " - " not in hit]  # within its test's id
+    if found.ok and not _GREP_CUT.search(found.text) and not cut:
+        return "\n".join(hits)
     lines: list[str] = []
     while True:
         first = len(lines) + 1

@@ -28,7 +28,7 @@ from hilbert.sim.lead.escalations import Steer, answer_escalations
 from hilbert.sim.lead.procedure import LeadAction, WritePlan, plan_work
 from hilbert.testing.fake_server.responder import Conversation, Reply
 
-NEEDED = ("shell", "read_file", "list_files", "write_plan", "finish")
+NEEDED = ("shell", "read_file", "list_files", "grep", "write_plan", "finish")
 ESCALATION_TOOLS = ("reassign", "mark_impossible", "finish")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
