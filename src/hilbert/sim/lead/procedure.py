@@ -12,7 +12,8 @@ when its body cannot be found). A task's verify runs its failing tests and the f
 ones (a fix that passes the first by breaking the second would otherwise be verified, then rejected
 by the merge queue's whole-suite check); tasks on functions of one module claim that module together
 (`allow_shared_claims`: the merge queue catches real conflicts). When the survey's output is too long
-for the shell tool, the lead pages through the copy the tool saved.
+for the shell tool, the lead greps the copy the tool saved for the failing tests' lines (and pages
+through it when grep cannot show them all: `whole_output`).
 """
 
 from __future__ import annotations
